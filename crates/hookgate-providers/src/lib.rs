@@ -1,0 +1,253 @@
+//! Sans-I/O provider adapters.
+//!
+//! One pipeline, one [`Adapter`] per provider signature scheme. The binary drives an adapter in
+//! the ingress order of DESIGN.md §2:
+//!
+//! 1. [`Adapter::accepts_content_type`] (415),
+//! 2. [`Adapter::parse_metadata`] on headers only (400: missing / duplicated / malformed),
+//! 3. the binary reads the body with a hard limit (413),
+//! 4. [`Adapter::verify`] on the exact raw bytes against every trusted secret (401
+//!    `invalid_signature`), then freshness of the signed timestamp (401 `stale_timestamp`),
+//! 5. [`Adapter::extract`] parses the *verified* bytes into an [`Envelope`] or a handshake
+//!    answer (400 `missing_event_id`).
+//!
+//! Adapters perform no I/O and read no clock: `now` is an argument. [`Adapter::sign`] produces
+//! the headers the provider would send, for `hookgate send`, the load generator and tests.
+
+use std::fmt;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use zeroize::Zeroizing;
+
+pub use hookgate_core::Envelope;
+
+/// The provider ids used in configuration; equal to the vector file names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderKind {
+    Stripe,
+    Github,
+    StandardWebhooks,
+    Svix,
+    Shopify,
+    Slack,
+}
+
+impl ProviderKind {
+    pub const ALL: &'static [ProviderKind] = &[
+        ProviderKind::Stripe,
+        ProviderKind::Github,
+        ProviderKind::StandardWebhooks,
+        ProviderKind::Svix,
+        ProviderKind::Shopify,
+        ProviderKind::Slack,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            ProviderKind::Stripe => "stripe",
+            ProviderKind::Github => "github",
+            ProviderKind::StandardWebhooks => "standard_webhooks",
+            ProviderKind::Svix => "svix",
+            ProviderKind::Shopify => "shopify",
+            ProviderKind::Slack => "slack",
+        }
+    }
+
+    pub fn from_id(id: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|p| p.id() == id)
+    }
+
+    /// The adapter for this provider.
+    pub fn adapter(self) -> &'static dyn Adapter {
+        todo_adapter(self)
+    }
+}
+
+// Replaced by the real adapters.
+fn todo_adapter(_p: ProviderKind) -> &'static dyn Adapter {
+    unimplemented!("adapters not yet written")
+}
+
+/// Decoded key material of one secret version. Never printed.
+pub struct SecretMaterial(Zeroizing<Vec<u8>>);
+
+impl SecretMaterial {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        Self(Zeroizing::new(bytes))
+    }
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretMaterial {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SecretMaterial(<redacted>)")
+    }
+}
+
+/// A secret version the endpoint currently trusts (retired and expired ones are never passed).
+#[derive(Debug, Clone, Copy)]
+pub struct TrustedSecret<'a> {
+    pub version: &'a str,
+    pub key: &'a SecretMaterial,
+}
+
+/// Why a secret string could not be turned into key material. Never carries the secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretFormatError {
+    #[error("secret is empty")]
+    Empty,
+    #[error("secret must be {expected}")]
+    Malformed { expected: &'static str },
+}
+
+/// Reason codes for 400 responses; these are the `reason` strings of the JSON body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRequestReason {
+    MissingSignature,
+    DuplicatedSignature,
+    MalformedSignature,
+    MissingTimestamp,
+    MalformedTimestamp,
+    MissingId,
+    DuplicatedHeader,
+    MissingBody,
+    MissingEventId,
+    UnparseableEnvelope,
+}
+
+impl BadRequestReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BadRequestReason::MissingSignature => "missing_signature",
+            BadRequestReason::DuplicatedSignature => "duplicated_signature",
+            BadRequestReason::MalformedSignature => "malformed_signature",
+            BadRequestReason::MissingTimestamp => "missing_timestamp",
+            BadRequestReason::MalformedTimestamp => "malformed_timestamp",
+            BadRequestReason::MissingId => "missing_id",
+            BadRequestReason::DuplicatedHeader => "duplicated_header",
+            BadRequestReason::MissingBody => "missing_body",
+            BadRequestReason::MissingEventId => "missing_event_id",
+            BadRequestReason::UnparseableEnvelope => "unparseable_envelope",
+        }
+    }
+}
+
+/// Why an adapter refused a request. Maps 1:1 onto rows of the response table (DESIGN.md §1).
+/// Carries no input bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// 415 `unsupported_media_type`
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
+    /// 400 `bad_request` with a reason
+    #[error("bad request: {}", .0.as_str())]
+    BadRequest(BadRequestReason),
+    /// 401 `invalid_signature`: no trusted secret version matched
+    #[error("invalid signature")]
+    InvalidSignature,
+    /// 401 `stale_timestamp`: the signed timestamp is outside the tolerance (past or future)
+    #[error("stale timestamp")]
+    StaleTimestamp,
+}
+
+/// Signature metadata parsed from headers alone, before the body is read.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    /// Candidate signatures, decoded to raw bytes, for the scheme version we implement.
+    pub signatures: Vec<Vec<u8>>,
+    /// The signed timestamp as sent (its exact text is part of the signed bytes).
+    pub timestamp_text: Option<String>,
+    /// The signed timestamp, unix seconds.
+    pub timestamp: Option<i64>,
+    /// Message id from a header, where the scheme has one (signed for Standard Webhooks/Svix).
+    pub header_id: Option<String>,
+    /// Event type from a header, where the provider sends one (GitHub, Shopify).
+    pub header_event_type: Option<String>,
+}
+
+/// The result of a successful verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Index into the trusted secrets passed to [`Adapter::verify`] of the first that matched.
+    pub matched_secret_index: usize,
+}
+
+/// What the verified body turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extracted {
+    /// A logical event to commit.
+    Event(Envelope),
+    /// A provider handshake: answer 200 with this body; nothing is stored.
+    Handshake { content_type: &'static str, body: Vec<u8> },
+}
+
+/// Where a provider puts its logical event id; `hookgate send` uses it to place `--event-id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdLocation {
+    /// A header (name in lower case).
+    Header(&'static str),
+    /// A JSON pointer into the body.
+    BodyPointer(&'static str),
+}
+
+/// What `sign` needs to produce a provider-identical delivery.
+#[derive(Debug, Clone, Copy)]
+pub struct SignRequest<'a> {
+    pub event_id: &'a str,
+    pub event_type: Option<&'a str>,
+    /// Attempt timestamp, unix seconds (ignored by schemes that sign none).
+    pub timestamp: i64,
+    pub body: &'a [u8],
+}
+
+/// One provider signature scheme. Implementations are stateless and shared.
+pub trait Adapter: Send + Sync + 'static {
+    fn provider(&self) -> ProviderKind;
+
+    /// Default freshness window in seconds, `None` when the scheme signs no timestamp.
+    fn default_tolerance_seconds(&self) -> Option<u64>;
+
+    /// Content type sent by `sign`.
+    fn default_content_type(&self) -> &'static str;
+
+    /// Whether the request's content type (the header value, if any) is one this provider sends.
+    fn accepts_content_type(&self, content_type: Option<&HeaderValue>) -> bool;
+
+    /// Turns a configured secret string into key material, in the provider's own format.
+    fn decode_secret(&self, secret: &str) -> Result<SecretMaterial, SecretFormatError>;
+
+    /// Names of the headers that carry signature metadata; the binary refuses a request where
+    /// any of them occurs more than once (400 `duplicated_signature`).
+    fn signature_headers(&self) -> &'static [&'static str];
+
+    /// Parses signature metadata from headers only. Does not look at the body.
+    fn parse_metadata(&self, headers: &HeaderMap) -> Result<Metadata, Rejection>;
+
+    /// Verifies the exact raw body: signature against every trusted secret in constant time
+    /// (401 `invalid_signature`), then the signed timestamp against `tolerance_seconds`
+    /// around `now` (401 `stale_timestamp`), in that order.
+    fn verify(
+        &self,
+        metadata: &Metadata,
+        body: &[u8],
+        secrets: &[TrustedSecret<'_>],
+        now: i64,
+        tolerance_seconds: Option<u64>,
+    ) -> Result<Verified, Rejection>;
+
+    /// Parses the *verified* body: the envelope, or a handshake answer.
+    fn extract(
+        &self,
+        metadata: &Metadata,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<Extracted, Rejection>;
+
+    /// Where this provider puts its logical event id.
+    fn id_location(&self) -> IdLocation;
+
+    /// Headers (signature, id, timestamp, type) the provider would send with `body`.
+    fn sign(&self, key: &SecretMaterial, request: &SignRequest<'_>) -> Vec<(HeaderName, HeaderValue)>;
+}

@@ -1,0 +1,174 @@
+//! The store: the inbox is the source of truth (DESIGN.md §4).
+//!
+//! [`Store`] is the one interface the binary sees; only this crate knows SQL. Backends:
+//! `sqlite` (embedded default: one writer thread, group commit, WAL, `synchronous=FULL`) and
+//! `postgres` (several gateway instances on one database). Both share the same tables,
+//! columns, status values and unique key, and one conformance suite (`tests/`) runs on both.
+//!
+//! Acceptance is one atomic conflict-ignoring insert of the inbox row; a duplicate reads the
+//! existing row's id. Concurrent acceptances share a transaction and a commit (group commit);
+//! each caller is answered only after that commit, and one bad row never fails its batch.
+
+use std::fmt;
+use std::sync::Arc;
+
+use hookgate_core::{InboxStatus, Outcome};
+
+pub mod sqlite;
+
+/// A verified event, sealed, ready to become an inbox row.
+#[derive(Clone)]
+pub struct NewInboxRow {
+    /// Allocated by the caller (UUIDv7 text); kept only if this row is the first copy.
+    pub inbox_id: String,
+    pub provider: String,
+    pub endpoint_id: String,
+    pub provider_event_id: String,
+    pub event_type: Option<String>,
+    pub object_id: Option<String>,
+    pub object_version: Option<i64>,
+    /// Provider's created-at, unix seconds.
+    pub provider_created_at: Option<i64>,
+    /// When the gateway received it, unix milliseconds.
+    pub received_at_ms: i64,
+    /// `nonce || ciphertext` (see `hookgate_core::seal`); never plaintext.
+    pub payload: Vec<u8>,
+    pub payload_key_version: u32,
+    /// Keyed MAC of the plaintext payload.
+    pub payload_digest: Vec<u8>,
+    pub matched_secret_version: String,
+    /// `Received` for events to process, `Ignored` for types not allowed on the endpoint.
+    pub status: InboxStatus,
+}
+
+impl fmt::Debug for NewInboxRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NewInboxRow")
+            .field("inbox_id", &self.inbox_id)
+            .field("provider", &self.provider)
+            .field("endpoint_id", &self.endpoint_id)
+            .field("status", &self.status)
+            .field("payload_len", &self.payload.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the insert under the unique key found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acceptance {
+    /// This request's row was committed.
+    Accepted { inbox_id: String },
+    /// An earlier copy was already committed; its id.
+    Duplicate { inbox_id: String },
+}
+
+impl Acceptance {
+    pub fn inbox_id(&self) -> &str {
+        match self {
+            Acceptance::Accepted { inbox_id } | Acceptance::Duplicate { inbox_id } => inbox_id,
+        }
+    }
+}
+
+/// An inbox row as read back (metadata and the sealed payload).
+#[derive(Clone, PartialEq, Eq)]
+pub struct InboxRecord {
+    pub inbox_id: String,
+    pub provider: String,
+    pub endpoint_id: String,
+    pub provider_event_id: String,
+    pub event_type: Option<String>,
+    pub object_id: Option<String>,
+    pub object_version: Option<i64>,
+    pub provider_created_at: Option<i64>,
+    pub received_at_ms: i64,
+    /// `None` once purged by retention.
+    pub payload: Option<Vec<u8>>,
+    pub payload_key_version: u32,
+    pub payload_digest: Vec<u8>,
+    pub matched_secret_version: String,
+    pub status: InboxStatus,
+    pub outcome: Option<Outcome>,
+    pub attempt_count: i64,
+    pub next_attempt_at_ms: Option<i64>,
+    pub last_error: Option<String>,
+    pub processed_at_ms: Option<i64>,
+}
+
+impl fmt::Debug for InboxRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InboxRecord")
+            .field("inbox_id", &self.inbox_id)
+            .field("provider", &self.provider)
+            .field("endpoint_id", &self.endpoint_id)
+            .field("provider_event_id", &self.provider_event_id)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Filter for listing events (operator CLI, tests, benchmark verification).
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub status: Option<InboxStatus>,
+    pub endpoint_id: Option<String>,
+    /// At most this many rows, newest first; `None` = all.
+    pub limit: Option<u32>,
+}
+
+/// Store failures, classified for the caller's decision. Never carries payload bytes.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or refused the work (503; the provider retries).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The commit may or may not have landed (503; the retry converges on the unique row).
+    #[error("commit outcome unknown: {0}")]
+    CommitUnknown(String),
+    /// The store is overloaded and shed the request before trying (503).
+    #[error("store overloaded")]
+    Overloaded,
+    /// Stored data is inconsistent with what this version expects (500).
+    #[error("store data corrupt: {0}")]
+    Corrupt(String),
+    /// The store URL or options are invalid (start-up error).
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+}
+
+/// The store interface shared by every backend.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Inserts the row under `UNIQUE(provider, endpoint_id, provider_event_id)` and commits
+    /// durably before returning. On conflict, returns the existing row's id.
+    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError>;
+
+    /// Cheap liveness probe of the database (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError>;
+
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// Finishes queued work and stops accepting new work (graceful shutdown).
+    async fn close(&self);
+}
+
+pub type SharedStore = Arc<dyn Store>;
+
+/// Tuning of group commit, shared by the backends.
+#[derive(Debug, Clone)]
+pub struct GroupCommitOptions {
+    /// `false` = one transaction per request (for measurement only).
+    pub enabled: bool,
+    /// Most rows in one transaction.
+    pub max_batch: usize,
+    /// Rows queued for the writer before new requests are shed with [`StoreError::Overloaded`].
+    pub queue_capacity: usize,
+}
+
+impl Default for GroupCommitOptions {
+    fn default() -> Self {
+        Self { enabled: true, max_batch: 512, queue_capacity: 8192 }
+    }
+}
