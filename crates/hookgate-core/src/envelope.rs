@@ -45,8 +45,16 @@ mod tests {
 
     #[test]
     fn associated_data_is_unambiguous() {
-        let a = RowIdentity { provider: "ab", endpoint_id: "c", provider_event_id: "d" };
-        let b = RowIdentity { provider: "a", endpoint_id: "bc", provider_event_id: "d" };
+        let a = RowIdentity {
+            provider: "ab",
+            endpoint_id: "c",
+            provider_event_id: "d",
+        };
+        let b = RowIdentity {
+            provider: "a",
+            endpoint_id: "bc",
+            provider_event_id: "d",
+        };
         assert_ne!(a.associated_data(), b.associated_data());
     }
 }

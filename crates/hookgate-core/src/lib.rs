@@ -11,4 +11,4 @@ pub mod seal;
 pub mod status;
 
 pub use envelope::{Envelope, RowIdentity};
-pub use status::{InboxStatus, Outcome, OutboxStatus};
+pub use status::{InboxStatus, OutboxStatus, Outcome};

@@ -62,7 +62,12 @@ pub struct Sealed {
 
 impl fmt::Debug for Sealed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sealed(v{}, {} bytes)", self.key_version, self.bytes.len())
+        write!(
+            f,
+            "Sealed(v{}, {} bytes)",
+            self.key_version,
+            self.bytes.len()
+        )
     }
 }
 
@@ -81,7 +86,13 @@ impl Keyring {
             .into_iter()
             .map(|(version, key)| {
                 let cipher = XChaCha20Poly1305::new((&*key).into());
-                (version, VersionedKey { cipher, digest_key: derive_digest_key(&key) })
+                (
+                    version,
+                    VersionedKey {
+                        cipher,
+                        digest_key: derive_digest_key(&key),
+                    },
+                )
             })
             .collect();
         if keys.is_empty() {
@@ -98,7 +109,9 @@ impl Keyring {
     }
 
     fn key(&self, version: u32) -> Result<&VersionedKey, SealError> {
-        self.keys.get(&version).ok_or(SealError::UnknownKeyVersion(version))
+        self.keys
+            .get(&version)
+            .ok_or(SealError::UnknownKeyVersion(version))
     }
 
     /// Seals under the active key with a fresh random nonce from `rng`.
@@ -108,18 +121,29 @@ impl Keyring {
         identity: &RowIdentity<'_>,
         plaintext: &[u8],
     ) -> Sealed {
-        let key = self.key(self.active).expect("active key checked at construction");
+        let key = self
+            .key(self.active)
+            .expect("active key checked at construction");
         let mut nonce = [0u8; NONCE_LEN];
         rng.fill_bytes(&mut nonce);
         let aad = identity.associated_data();
         let ciphertext = key
             .cipher
-            .encrypt(XNonce::from_slice(&nonce), Payload { msg: plaintext, aad: &aad })
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad: &aad,
+                },
+            )
             .expect("XChaCha20-Poly1305 encryption does not fail for in-memory payloads");
         let mut bytes = Vec::with_capacity(NONCE_LEN + ciphertext.len());
         bytes.extend_from_slice(&nonce);
         bytes.extend_from_slice(&ciphertext);
-        Sealed { key_version: self.active, bytes }
+        Sealed {
+            key_version: self.active,
+            bytes,
+        }
     }
 
     /// Opens a payload sealed for `identity`; fails if it was sealed for another row.
@@ -136,14 +160,22 @@ impl Keyring {
         let (nonce, ciphertext) = sealed.split_at(NONCE_LEN);
         let aad = identity.associated_data();
         key.cipher
-            .decrypt(XNonce::from_slice(nonce), Payload { msg: ciphertext, aad: &aad })
+            .decrypt(
+                XNonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: &aad,
+                },
+            )
             .map(Zeroizing::new)
             .map_err(|_| SealError::OpenFailed)
     }
 
     /// Keyed digest of a payload under the active key version.
     pub fn digest(&self, plaintext: &[u8]) -> [u8; 32] {
-        let key = self.key(self.active).expect("active key checked at construction");
+        let key = self
+            .key(self.active)
+            .expect("active key checked at construction");
         let mut mac =
             <Hmac<Sha256> as Mac>::new_from_slice(&*key.digest_key).expect("any key length");
         mac.update(plaintext);
@@ -159,13 +191,19 @@ mod tests {
     fn ring() -> Keyring {
         Keyring::new(
             2,
-            [(1, Zeroizing::new([1u8; 32])), (2, Zeroizing::new([2u8; 32]))],
+            [
+                (1, Zeroizing::new([1u8; 32])),
+                (2, Zeroizing::new([2u8; 32])),
+            ],
         )
         .unwrap()
     }
 
-    const ID: RowIdentity<'static> =
-        RowIdentity { provider: "stripe", endpoint_id: "main", provider_event_id: "evt_1" };
+    const ID: RowIdentity<'static> = RowIdentity {
+        provider: "stripe",
+        endpoint_id: "main",
+        provider_event_id: "evt_1",
+    };
 
     #[test]
     fn seal_open_round_trip_and_no_plaintext() {
@@ -181,10 +219,16 @@ mod tests {
     fn other_row_or_tamper_or_wrong_version_fails() {
         let r = ring();
         let sealed = r.seal(&mut OsRng, &ID, b"body");
-        let other = RowIdentity { provider_event_id: "evt_2", ..ID };
+        let other = RowIdentity {
+            provider_event_id: "evt_2",
+            ..ID
+        };
         assert_eq!(r.open(&other, 2, &sealed.bytes), Err(SealError::OpenFailed));
         assert_eq!(r.open(&ID, 1, &sealed.bytes), Err(SealError::OpenFailed));
-        assert_eq!(r.open(&ID, 9, &sealed.bytes), Err(SealError::UnknownKeyVersion(9)));
+        assert_eq!(
+            r.open(&ID, 9, &sealed.bytes),
+            Err(SealError::UnknownKeyVersion(9))
+        );
         let mut tampered = sealed.bytes.clone();
         *tampered.last_mut().unwrap() ^= 1;
         assert_eq!(r.open(&ID, 2, &tampered), Err(SealError::OpenFailed));

@@ -13,6 +13,13 @@
 //!
 //! Adapters perform no I/O and read no clock: `now` is an argument. [`Adapter::sign`] produces
 //! the headers the provider would send, for `hookgate send`, the load generator and tests.
+//!
+//! Code map: one module per scheme (`stripe`, `github`, `standard_webhooks` — serving both
+//! Standard Webhooks and Svix —, `shopify`, `slack`), each documenting its headers, signed bytes,
+//! algorithm, multiple signatures, freshness, logical event id and object id/version; `common`
+//! holds what they share (bounded header lookup with duplicate detection, strict hex/base64
+//! signature decoding, constant-time HMAC over every trusted secret, the freshness check, form
+//! decoding, JSON accessors). User documentation: `docs/providers.md`.
 
 use std::fmt;
 
@@ -20,6 +27,13 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use zeroize::Zeroizing;
 
 pub use hookgate_core::Envelope;
+
+mod common;
+mod github;
+mod shopify;
+mod slack;
+mod standard_webhooks;
+mod stripe;
 
 /// The provider ids used in configuration; equal to the vector file names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,13 +73,15 @@ impl ProviderKind {
 
     /// The adapter for this provider.
     pub fn adapter(self) -> &'static dyn Adapter {
-        todo_adapter(self)
+        match self {
+            ProviderKind::Stripe => &stripe::STRIPE,
+            ProviderKind::Github => &github::GITHUB,
+            ProviderKind::StandardWebhooks => &standard_webhooks::STANDARD_WEBHOOKS,
+            ProviderKind::Svix => &standard_webhooks::SVIX,
+            ProviderKind::Shopify => &shopify::SHOPIFY,
+            ProviderKind::Slack => &slack::SLACK,
+        }
     }
-}
-
-// Replaced by the real adapters.
-fn todo_adapter(_p: ProviderKind) -> &'static dyn Adapter {
-    unimplemented!("adapters not yet written")
 }
 
 /// Decoded key material of one secret version. Never printed.
@@ -152,8 +168,9 @@ pub enum Rejection {
     StaleTimestamp,
 }
 
-/// Signature metadata parsed from headers alone, before the body is read.
-#[derive(Debug, Clone, Default)]
+/// Signature metadata parsed from headers alone, before the body is read. Its `Debug` output
+/// shows how many signatures there are, never their bytes.
+#[derive(Clone, Default)]
 pub struct Metadata {
     /// Candidate signatures, decoded to raw bytes, for the scheme version we implement.
     pub signatures: Vec<Vec<u8>>,
@@ -165,6 +182,21 @@ pub struct Metadata {
     pub header_id: Option<String>,
     /// Event type from a header, where the provider sends one (GitHub, Shopify).
     pub header_event_type: Option<String>,
+}
+
+impl fmt::Debug for Metadata {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metadata")
+            .field(
+                "signatures",
+                &format_args!("<{} redacted>", self.signatures.len()),
+            )
+            .field("timestamp_text", &self.timestamp_text)
+            .field("timestamp", &self.timestamp)
+            .field("header_id", &self.header_id)
+            .field("header_event_type", &self.header_event_type)
+            .finish()
+    }
 }
 
 /// The result of a successful verification.
@@ -180,7 +212,10 @@ pub enum Extracted {
     /// A logical event to commit.
     Event(Envelope),
     /// A provider handshake: answer 200 with this body; nothing is stored.
-    Handshake { content_type: &'static str, body: Vec<u8> },
+    Handshake {
+        content_type: &'static str,
+        body: Vec<u8>,
+    },
 }
 
 /// Where a provider puts its logical event id; `hookgate send` uses it to place `--event-id`.
@@ -227,7 +262,9 @@ pub trait Adapter: Send + Sync + 'static {
 
     /// Verifies the exact raw body: signature against every trusted secret in constant time
     /// (401 `invalid_signature`), then the signed timestamp against `tolerance_seconds`
-    /// around `now` (401 `stale_timestamp`), in that order.
+    /// around `now` (401 `stale_timestamp`), in that order. For a scheme that signs a
+    /// timestamp, `None` means [`Adapter::default_tolerance_seconds`] (freshness is never
+    /// skipped); schemes without a signed timestamp ignore it.
     fn verify(
         &self,
         metadata: &Metadata,
@@ -249,5 +286,9 @@ pub trait Adapter: Send + Sync + 'static {
     fn id_location(&self) -> IdLocation;
 
     /// Headers (signature, id, timestamp, type) the provider would send with `body`.
-    fn sign(&self, key: &SecretMaterial, request: &SignRequest<'_>) -> Vec<(HeaderName, HeaderValue)>;
+    fn sign(
+        &self,
+        key: &SecretMaterial,
+        request: &SignRequest<'_>,
+    ) -> Vec<(HeaderName, HeaderValue)>;
 }

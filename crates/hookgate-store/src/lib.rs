@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use hookgate_core::{InboxStatus, Outcome};
 
+pub mod postgres;
 pub mod sqlite;
+
+pub use sqlite::{CommitStats, SqliteStore};
 
 /// A verified event, sealed, ready to become an inbox row.
 #[derive(Clone)]
@@ -150,6 +153,13 @@ pub trait Store: Send + Sync + 'static {
 
     async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError>;
 
+    /// Number of inbox rows, all statuses (benchmark and test verification).
+    async fn count_inbox(&self) -> Result<u64, StoreError>;
+
+    /// The distinct `provider_event_id`s stored for `endpoint_id`, sorted ascending
+    /// (the benchmark checks that exactly the sent events were stored).
+    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError>;
+
     /// Finishes queued work and stops accepting new work (graceful shutdown).
     async fn close(&self);
 }
@@ -169,6 +179,10 @@ pub struct GroupCommitOptions {
 
 impl Default for GroupCommitOptions {
     fn default() -> Self {
-        Self { enabled: true, max_batch: 512, queue_capacity: 8192 }
+        Self {
+            enabled: true,
+            max_batch: 512,
+            queue_capacity: 8192,
+        }
     }
 }

@@ -1,1 +1,389 @@
-//! SQLite backend (to be written).
+//! SQLite backend: the embedded default (DESIGN.md §4).
+//!
+//! A single file in WAL mode with `synchronous=FULL`. Code map:
+//!
+//! - `mod.rs` (this file): [`SqliteStore`], opening, connection settings, the [`Store`] impl.
+//! - `schema.rs`: versioned migrations (`migrations/sqlite/*.sql`), applied at open.
+//! - `writer.rs`: the one writer thread and group commit: how acceptances share a
+//!   transaction and an fsync, and why no caller hears `Ok` before its commit.
+//! - `read.rs`: queries on a small pool of read connections, off the writer's path.
+//! - `error.rs`: SQLite failures → [`StoreError`] kinds.
+//!
+//! Shutdown: [`Store::close`] drops the channel's only sender; the writer drains what is
+//! queued, commits it, answers it, and exits; `close` then joins the thread.
+
+mod error;
+mod read;
+mod schema;
+mod writer;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+use self::error::from_sqlite;
+use self::read::ReadPool;
+use self::writer::{Counters, Job, Writer};
+use crate::{
+    Acceptance, EventFilter, GroupCommitOptions, InboxRecord, NewInboxRow, Store, StoreError,
+};
+
+/// How long a connection waits on a lock held by another connection (or process) before
+/// reporting busy. Only the writer takes write locks, so this mainly covers checkpoints and
+/// an operator's second process.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idle read connections kept for reuse.
+const MAX_IDLE_READERS: usize = 4;
+
+/// Prepared statements cached per connection (the writer uses about six).
+const STATEMENT_CACHE: usize = 32;
+
+/// The SQLite store. Cheap to share behind an `Arc`; see the module docs for its threads.
+pub struct SqliteStore {
+    path: PathBuf,
+    /// The writer's queue; `None` once closed, so later acceptances fail fast. Locked only
+    /// around a non-blocking `try_send`, never across an `.await`.
+    sender: Mutex<Option<SyncSender<Job>>>,
+    /// Joined by `close`, after the queue is drained.
+    writer: Mutex<Option<JoinHandle<()>>>,
+    reads: Arc<ReadPool>,
+    /// Shared with the writer; read by [`SqliteStore::commit_stats`].
+    counters: Arc<Counters>,
+}
+
+/// What group commit has done so far (for the benchmark and tests: `rows / transactions`
+/// is the mean batch size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CommitStats {
+    /// Transactions the writer ran (one per batch).
+    pub transactions: u64,
+    /// Acceptance requests they carried.
+    pub rows: u64,
+    /// Transactions in which no row succeeded (commit failed, disk full, ...).
+    pub failed_transactions: u64,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating the file and its parent directory if needed) and migrates the
+    /// database, then starts the writer thread.
+    pub fn open(path: &Path, options: GroupCommitOptions) -> Result<SqliteStore, StoreError> {
+        if options.max_batch == 0 {
+            return Err(StoreError::Config(
+                "group commit max_batch must be at least 1".into(),
+            ));
+        }
+        if options.queue_capacity == 0 {
+            return Err(StoreError::Config(
+                "group commit queue_capacity must be at least 1".into(),
+            ));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::Unavailable(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        let mut conn = open_write_connection(path)?;
+        schema::migrate(&mut conn)?;
+
+        let (sender, receiver) = std::sync::mpsc::sync_channel(options.queue_capacity);
+        let counters = Arc::new(Counters::default());
+        let writer = Writer::new(
+            path.to_path_buf(),
+            conn,
+            options.clone(),
+            Arc::clone(&counters),
+        );
+        let handle = std::thread::Builder::new()
+            .name("hookgate-sqlite-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the sqlite writer: {e}")))?;
+        tracing::info!(
+            path = %path.display(),
+            group_commit = options.enabled,
+            max_batch = options.max_batch,
+            queue_capacity = options.queue_capacity,
+            "sqlite store open"
+        );
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            sender: Mutex::new(Some(sender)),
+            writer: Mutex::new(Some(handle)),
+            reads: Arc::new(ReadPool::new(path.to_path_buf(), MAX_IDLE_READERS)),
+            counters,
+        })
+    }
+
+    /// [`SqliteStore::open`] from a store URL; see [`SqliteStore::path_from_url`].
+    pub fn open_url(url: &str, options: GroupCommitOptions) -> Result<SqliteStore, StoreError> {
+        Self::open(&Self::path_from_url(url)?, options)
+    }
+
+    /// `sqlite://data/hookgate.db` is relative to the working directory,
+    /// `sqlite:///var/lib/hookgate/hookgate.db` is absolute. In-memory databases are refused
+    /// (they would not survive a restart, and every connection would see its own).
+    pub fn path_from_url(url: &str) -> Result<PathBuf, StoreError> {
+        let rest = url.strip_prefix("sqlite://").ok_or_else(|| {
+            StoreError::Config(
+                "a SQLite store URL starts with sqlite:// (sqlite://path/to/file.db)".into(),
+            )
+        })?;
+        if rest.is_empty() || rest.ends_with('/') {
+            return Err(StoreError::Config(
+                "the SQLite store URL names no file".into(),
+            ));
+        }
+        if rest == ":memory:" || rest.starts_with("file:") || rest.contains("mode=memory") {
+            return Err(StoreError::Config(
+                "in-memory SQLite databases are not durable".into(),
+            ));
+        }
+        Ok(PathBuf::from(rest))
+    }
+
+    /// Group-commit counters since open.
+    pub fn commit_stats(&self) -> CommitStats {
+        CommitStats {
+            transactions: self.counters.transactions.load(Ordering::Relaxed),
+            rows: self.counters.rows.load(Ordering::Relaxed),
+            failed_transactions: self.counters.failed_transactions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs a read on a pooled connection in `spawn_blocking`.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let pool = Arc::clone(&self.reads);
+        tokio::task::spawn_blocking(move || pool.with(f))
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("sqlite read task failed: {e}")))?
+    }
+
+    fn writer_running(&self) -> bool {
+        let open = self
+            .sender
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        let alive = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|h| !h.is_finished());
+        open && alive
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
+            let Some(sender) = sender.as_ref() else {
+                return Err(StoreError::Unavailable("sqlite store is closed".into()));
+            };
+            // Never block the runtime: a full queue sheds the request (503, provider retries).
+            match sender.try_send(Job { row, reply }) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded),
+                Err(TrySendError::Disconnected(_)) => {
+                    return Err(StoreError::Unavailable("sqlite writer has stopped".into()));
+                }
+            }
+        }
+        // The writer answers after its commit. A dropped reply means the writer died with the
+        // row in hand, so whether it landed is unknown.
+        answer.await.map_err(|_| {
+            StoreError::CommitUnknown("sqlite writer stopped before answering".into())
+        })?
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        if !self.writer_running() {
+            return Err(StoreError::Unavailable(
+                "sqlite writer is not running".into(),
+            ));
+        }
+        self.read(read::ping).await
+    }
+
+    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError> {
+        let inbox_id = inbox_id.to_owned();
+        self.read(move |conn| read::get_event(conn, &inbox_id))
+            .await
+    }
+
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| read::list_events(conn, &filter))
+            .await
+    }
+
+    async fn count_inbox(&self) -> Result<u64, StoreError> {
+        self.read(read::count_inbox).await
+    }
+
+    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
+        let endpoint_id = endpoint_id.to_owned();
+        self.read(move |conn| read::distinct_event_ids(conn, &endpoint_id))
+            .await
+    }
+
+    async fn close(&self) {
+        // Dropping the only sender lets the writer drain the queue and exit.
+        drop(
+            self.sender
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            match tokio::task::spawn_blocking(move || handle.join()).await {
+                Ok(Ok(())) => tracing::info!(path = %self.path.display(), "sqlite store closed"),
+                Ok(Err(_)) => tracing::error!("sqlite writer thread panicked"),
+                Err(e) => tracing::error!(error = %e, "joining the sqlite writer failed"),
+            }
+        }
+        self.reads.clear();
+    }
+}
+
+/// The writer's connection: WAL, `synchronous=FULL` (every commit is fsynced before anyone is
+/// answered), foreign keys, a busy timeout and a statement cache.
+pub(super) fn open_write_connection(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(from_sqlite)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(from_sqlite)?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(from_sqlite)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Config(format!(
+            "SQLite refused WAL mode (got {mode})"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(from_sqlite)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(from_sqlite)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
+}
+
+/// A read connection: same file, `query_only`, never creates it.
+pub(super) fn open_read_connection(path: &Path) -> Result<Connection, StoreError> {
+    // READ_WRITE (not READ_ONLY) so the WAL index can be updated; `query_only` forbids writes.
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(from_sqlite)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(from_sqlite)?;
+    conn.pragma_update(None, "query_only", "ON")
+        .map_err(from_sqlite)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_forms() {
+        assert_eq!(
+            SqliteStore::path_from_url("sqlite://data/h.db").unwrap(),
+            PathBuf::from("data/h.db")
+        );
+        assert_eq!(
+            SqliteStore::path_from_url("sqlite:///var/h.db").unwrap(),
+            PathBuf::from("/var/h.db")
+        );
+        for bad in [
+            "postgres://x/y",
+            "sqlite://",
+            "sqlite://:memory:",
+            "h.db",
+            "sqlite://dir/",
+        ] {
+            assert!(
+                matches!(SqliteStore::path_from_url(bad), Err(StoreError::Config(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn write_connection_is_wal_and_synchronous_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_write_connection(&dir.path().join("p.db")).unwrap();
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let sync: i64 = conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(sync, 2, "FULL");
+        let fk: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(fk, 1);
+    }
+
+    #[test]
+    fn zero_sizes_are_config_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.db");
+        let opts = GroupCommitOptions {
+            max_batch: 0,
+            ..Default::default()
+        };
+        assert!(matches!(
+            SqliteStore::open(&path, opts),
+            Err(StoreError::Config(_))
+        ));
+        let opts = GroupCommitOptions {
+            queue_capacity: 0,
+            ..Default::default()
+        };
+        assert!(matches!(
+            SqliteStore::open(&path, opts),
+            Err(StoreError::Config(_))
+        ));
+    }
+}

@@ -1,0 +1,333 @@
+//! Acceptance on PostgreSQL: group commit of conflict-ignoring inserts.
+//!
+//! Concurrent `accept` calls queue [`Job`]s on a bounded channel (full → `Overloaded`).
+//! Each of several batch workers takes whatever is queued (up to `max_batch`, no waiting for
+//! more), so one slow commit does not serialise everything: while one worker commits, the
+//! next one collects. A batch is:
+//!
+//! 1. sorted by `(provider, endpoint_id, provider_event_id)` — every batch of every instance
+//!    takes its unique-index locks in one order, so two batches cannot deadlock on each other;
+//! 2. deduplicated: later copies of a key inside the batch are duplicates of the first;
+//! 3. one transaction: one multi-row `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING
+//!    RETURNING` key; keys not returned were committed by someone else (another instance, or
+//!    a batch of this one a moment ago) and their ids are read back in the same transaction;
+//!    then COMMIT, and only then is each caller answered.
+//!
+//! Deadlock / serialization failures retry the whole batch. A row the database refuses makes
+//! the batch statement fail; the batch is then split in halves, recursively, until the bad
+//! row stands alone and fails alone while its neighbours commit. A connection failure before
+//! COMMIT is `Unavailable`; a failure during COMMIT (or a timeout there) is `CommitUnknown`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool};
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::error::{Failure, classify, classify_commit, duplicate, from_pool};
+use crate::{Acceptance, NewInboxRow, StoreError};
+
+/// One caller waiting for its row's commit.
+pub(super) struct Job {
+    pub(super) row: NewInboxRow,
+    pub(super) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+}
+
+/// Attempts of one batch transaction on deadlock / serialization failure.
+const MAX_ATTEMPTS: u32 = 5;
+
+const INSERT_SQL: &str = "\
+INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
+                   object_version, provider_created_at, received_at, payload,
+                   payload_key_version, payload_digest, matched_secret_version, status)
+SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
+       object_version, provider_created_at, received_at, payload,
+       payload_key_version, payload_digest, matched_secret_version, status
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+            $7::int8[], $8::int8[], $9::int8[], $10::bytea[],
+            $11::int8[], $12::bytea[], $13::text[], $14::text[])
+     WITH ORDINALITY AS t(inbox_id, provider, endpoint_id, provider_event_id, event_type,
+                          object_id, object_version, provider_created_at, received_at, payload,
+                          payload_key_version, payload_digest, matched_secret_version, status,
+                          ord)
+ORDER BY ord
+ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING
+RETURNING provider, endpoint_id, provider_event_id";
+
+const EXISTING_SQL: &str = "\
+SELECT i.provider, i.endpoint_id, i.provider_event_id, i.inbox_id
+FROM inbox i
+JOIN unnest($1::text[], $2::text[], $3::text[]) AS k(provider, endpoint_id, provider_event_id)
+  ON i.provider = k.provider
+ AND i.endpoint_id = k.endpoint_id
+ AND i.provider_event_id = k.provider_event_id";
+
+type Key = (String, String, String);
+
+fn key_of(row: &NewInboxRow) -> (&str, &str, &str) {
+    (&row.provider, &row.endpoint_id, &row.provider_event_id)
+}
+
+/// A batch worker: takes what is queued, commits it, answers, repeats; ends when every
+/// sender is gone and the queue is drained.
+pub(super) async fn worker(
+    queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    pool: Pool,
+    max_batch: usize,
+    op_timeout: Duration,
+) {
+    loop {
+        let jobs = {
+            let mut rx = queue.lock().await;
+            let Some(first) = rx.recv().await else { return };
+            let mut jobs = vec![first];
+            while jobs.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            jobs
+        };
+        // Callers that gave up (deadline passed) were already answered 503; skip their rows.
+        let jobs: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+        if jobs.is_empty() {
+            continue;
+        }
+        let rows: Vec<&NewInboxRow> = jobs.iter().map(|j| &j.row).collect();
+        let results = commit_rows(&pool, &rows, op_timeout).await;
+        for (job, result) in jobs.into_iter().zip(results) {
+            let _ = job.reply.send(result);
+        }
+    }
+}
+
+/// Commits `rows` (any order, duplicates allowed) as a group; results in the same order.
+pub(super) async fn commit_rows(
+    pool: &Pool,
+    rows: &[&NewInboxRow],
+    op_timeout: Duration,
+) -> Vec<Result<Acceptance, StoreError>> {
+    // Stable sort by key: among equal keys, the earliest arrival comes first.
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&a, &b| key_of(rows[a]).cmp(&key_of(rows[b])));
+    let mut unique: Vec<&NewInboxRow> = Vec::with_capacity(rows.len());
+    // For each input row: (position in `unique`, whether it is that key's first copy).
+    let mut slot = vec![(0usize, true); rows.len()];
+    for &i in &order {
+        match unique.last() {
+            Some(last) if key_of(last) == key_of(rows[i]) => slot[i] = (unique.len() - 1, false),
+            _ => {
+                unique.push(rows[i]);
+                slot[i] = (unique.len() - 1, true);
+            }
+        }
+    }
+    let results = insert_sorted(pool, &unique, op_timeout).await;
+    slot.iter()
+        .map(|&(u, first)| match (&results[u], first) {
+            (Ok(a), true) => Ok(a.clone()),
+            (Ok(a), false) => Ok(Acceptance::Duplicate {
+                inbox_id: a.inbox_id().to_owned(),
+            }),
+            (Err(e), _) => Err(duplicate(e)),
+        })
+        .collect()
+}
+
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Inserts distinct, sorted rows; a refused batch is bisected until the bad rows stand alone.
+fn insert_sorted<'a>(
+    pool: &'a Pool,
+    rows: &'a [&'a NewInboxRow],
+    op_timeout: Duration,
+) -> BoxFut<'a, Vec<Result<Acceptance, StoreError>>> {
+    Box::pin(async move {
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match run_transaction(pool, rows, op_timeout).await {
+                Ok(accepted) => return accepted.into_iter().map(Ok).collect(),
+                Err(Failure::Retry(msg)) if attempt < MAX_ATTEMPTS => {
+                    tracing::debug!(attempt, error = %msg, "postgres accept: retrying batch");
+                    tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 2)).await;
+                }
+                Err(Failure::Retry(msg)) => {
+                    return all_fail(rows.len(), &StoreError::Unavailable(msg));
+                }
+                Err(Failure::Fail(err)) => return all_fail(rows.len(), &err),
+                Err(Failure::Rejected(msg)) if rows.len() == 1 => {
+                    tracing::warn!(error = %msg, "postgres accept: row refused, isolated");
+                    return vec![Err(StoreError::Unavailable(msg))];
+                }
+                Err(Failure::Rejected(msg)) => {
+                    tracing::warn!(rows = rows.len(), error = %msg, "postgres accept: batch refused, splitting");
+                    let (left, right) = rows.split_at(rows.len() / 2);
+                    let mut out = insert_sorted(pool, left, op_timeout).await;
+                    out.extend(insert_sorted(pool, right, op_timeout).await);
+                    return out;
+                }
+            }
+        }
+    })
+}
+
+fn all_fail(n: usize, err: &StoreError) -> Vec<Result<Acceptance, StoreError>> {
+    (0..n).map(|_| Err(duplicate(err))).collect()
+}
+
+/// Where a transaction was when it stopped, to tell `Unavailable` from `CommitUnknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Working,
+    Committing,
+}
+
+/// One attempt: acquire, BEGIN, insert, read back the ids of conflicts, COMMIT, all within
+/// `op_timeout`. A connection that timed out is discarded, not returned to the pool.
+async fn run_transaction(
+    pool: &Pool,
+    rows: &[&NewInboxRow],
+    op_timeout: Duration,
+) -> Result<Vec<Acceptance>, Failure> {
+    let mut client = pool.get().await.map_err(|e| Failure::Fail(from_pool(e)))?;
+    let mut phase = Phase::Working;
+    match tokio::time::timeout(op_timeout, transaction_body(&mut client, rows, &mut phase)).await {
+        Ok(result) => result,
+        Err(_) => {
+            drop(Object::take(client));
+            Err(Failure::Fail(match phase {
+                Phase::Working => StoreError::Unavailable("database did not answer in time".into()),
+                Phase::Committing => {
+                    StoreError::CommitUnknown("database did not answer COMMIT in time".into())
+                }
+            }))
+        }
+    }
+}
+
+async fn transaction_body(
+    client: &mut Object,
+    rows: &[&NewInboxRow],
+    phase: &mut Phase,
+) -> Result<Vec<Acceptance>, Failure> {
+    let err = |e: tokio_postgres::Error| classify(&e);
+    let tx = client.transaction().await.map_err(err)?;
+    let insert = tx.prepare_cached(INSERT_SQL).await.map_err(err)?;
+
+    let ids: Vec<&str> = rows.iter().map(|r| r.inbox_id.as_str()).collect();
+    let providers: Vec<&str> = rows.iter().map(|r| r.provider.as_str()).collect();
+    let endpoints: Vec<&str> = rows.iter().map(|r| r.endpoint_id.as_str()).collect();
+    let event_ids: Vec<&str> = rows.iter().map(|r| r.provider_event_id.as_str()).collect();
+    let event_types: Vec<Option<&str>> = rows.iter().map(|r| r.event_type.as_deref()).collect();
+    let object_ids: Vec<Option<&str>> = rows.iter().map(|r| r.object_id.as_deref()).collect();
+    let object_versions: Vec<Option<i64>> = rows.iter().map(|r| r.object_version).collect();
+    let created: Vec<Option<i64>> = rows.iter().map(|r| r.provider_created_at).collect();
+    let received: Vec<i64> = rows.iter().map(|r| r.received_at_ms).collect();
+    let payloads: Vec<&[u8]> = rows.iter().map(|r| r.payload.as_slice()).collect();
+    let key_versions: Vec<i64> = rows
+        .iter()
+        .map(|r| i64::from(r.payload_key_version))
+        .collect();
+    let digests: Vec<&[u8]> = rows.iter().map(|r| r.payload_digest.as_slice()).collect();
+    let secret_versions: Vec<&str> = rows
+        .iter()
+        .map(|r| r.matched_secret_version.as_str())
+        .collect();
+    let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
+
+    let inserted = tx
+        .query(
+            &insert,
+            &[
+                &ids,
+                &providers,
+                &endpoints,
+                &event_ids,
+                &event_types,
+                &object_ids,
+                &object_versions,
+                &created,
+                &received,
+                &payloads,
+                &key_versions,
+                &digests,
+                &secret_versions,
+                &statuses,
+            ],
+        )
+        .await
+        .map_err(err)?;
+
+    let mut accepted: std::collections::HashSet<Key> = inserted
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                r.get::<_, String>(1),
+                r.get::<_, String>(2),
+            )
+        })
+        .collect();
+    let missing: Vec<&NewInboxRow> = rows
+        .iter()
+        .copied()
+        .filter(|r| {
+            !accepted.contains(&(
+                r.provider.clone(),
+                r.endpoint_id.clone(),
+                r.provider_event_id.clone(),
+            ))
+        })
+        .collect();
+
+    let mut existing: HashMap<Key, String> = HashMap::new();
+    if !missing.is_empty() {
+        let select = tx.prepare_cached(EXISTING_SQL).await.map_err(err)?;
+        let p: Vec<&str> = missing.iter().map(|r| r.provider.as_str()).collect();
+        let e: Vec<&str> = missing.iter().map(|r| r.endpoint_id.as_str()).collect();
+        let v: Vec<&str> = missing
+            .iter()
+            .map(|r| r.provider_event_id.as_str())
+            .collect();
+        for row in tx.query(&select, &[&p, &e, &v]).await.map_err(err)? {
+            existing.insert((row.get(0), row.get(1), row.get(2)), row.get(3));
+        }
+    }
+
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let key = (
+            r.provider.clone(),
+            r.endpoint_id.clone(),
+            r.provider_event_id.clone(),
+        );
+        if accepted.remove(&key) {
+            out.push(Acceptance::Accepted {
+                inbox_id: r.inbox_id.clone(),
+            });
+        } else if let Some(id) = existing.remove(&key) {
+            out.push(Acceptance::Duplicate { inbox_id: id });
+        } else {
+            // The conflicting row was not visible (it cannot vanish; be safe): run again.
+            return Err(Failure::Retry("conflicting inbox row not found".into()));
+        }
+    }
+
+    hookgate_core::fail_point!(
+        "store.commit",
+        return Err(Failure::Fail(StoreError::CommitUnknown(
+            "failpoint store.commit".into()
+        )))
+    );
+    *phase = Phase::Committing;
+    tx.commit().await.map_err(|e| classify_commit(&e))?;
+    Ok(out)
+}

@@ -1,0 +1,538 @@
+//! The PostgreSQL backend: the shared conformance suite (tests/conformance) on a fresh
+//! database per test, then what is specific to PostgreSQL (several instances on one database,
+//! concurrent migrations, bad-row isolation, outage and recovery, schema details).
+//!
+//! Each test gets its own database (hookgate-testkit: on `DATABASE_URL` when set, otherwise
+//! on a throwaway cluster started for this test process); tests that stop the server use a
+//! throwaway cluster of their own.
+
+#[macro_use]
+mod conformance;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conformance::row_for as row;
+use hookgate_store::postgres::{PostgresOptions, PostgresStore};
+use hookgate_store::{Acceptance, GroupCommitOptions, Store, StoreError};
+use hookgate_testkit::PgTestDb;
+
+async fn store_on(url: &str, options: PostgresOptions) -> PostgresStore {
+    PostgresStore::connect(url, options).await.expect("connect")
+}
+
+async fn fresh(options: PostgresOptions) -> (PgTestDb, PostgresStore) {
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), options).await;
+    (db, store)
+}
+
+async fn fresh_postgres() -> (Arc<dyn Store>, PgTestDb) {
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    (Arc::new(store), db)
+}
+
+conformance_tests!(fresh_postgres);
+
+/// The measurement-only mode (one transaction per request) keeps the same contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_commit_disabled_keeps_the_contract() {
+    let (db, store) = fresh(PostgresOptions {
+        group_commit: GroupCommitOptions {
+            enabled: false,
+            ..GroupCommitOptions::default()
+        },
+        ..PostgresOptions::default()
+    })
+    .await;
+    conformance::mixed_distinct_and_duplicates_n(Arc::new(store), 300).await;
+    drop(db);
+}
+
+/// Tiny batches and one worker: many commits, interleaved duplicates, same result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn small_batches_keep_the_contract() {
+    let (db, store) = fresh(PostgresOptions {
+        batch_workers: 1,
+        group_commit: GroupCommitOptions {
+            enabled: true,
+            max_batch: 3,
+            queue_capacity: 4096,
+        },
+        ..PostgresOptions::default()
+    })
+    .await;
+    conformance::mixed_distinct_and_duplicates_n(Arc::new(store), 600).await;
+    drop(db);
+}
+
+async fn sql(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_300_copies_one_row_one_accepted() {
+    let db = hookgate_testkit::postgres().await;
+    let a = Arc::new(store_on(db.url(), PostgresOptions::default()).await);
+    let b = Arc::new(store_on(db.url(), PostgresOptions::default()).await);
+    let barrier = Arc::new(tokio::sync::Barrier::new(300));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let store = if i % 2 == 0 {
+            Arc::clone(&a)
+        } else {
+            Arc::clone(&b)
+        };
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            barrier.wait().await;
+            store.accept(row("stripe", "ep", "evt_shared")).await
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        results.push(r.unwrap().expect("every copy answered"));
+    }
+    assert_eq!(results.len(), 300);
+    let accepted = results
+        .iter()
+        .filter(|r| matches!(r, Acceptance::Accepted { .. }))
+        .count();
+    assert_eq!(accepted, 1, "exactly one copy is accepted");
+    let id = results[0].inbox_id().to_owned();
+    assert!(
+        results.iter().all(|r| r.inbox_id() == id),
+        "all copies name the same row"
+    );
+    assert_eq!(a.count_inbox().await.unwrap(), 1);
+    assert_eq!(b.count_inbox().await.unwrap(), 1);
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_load_across_instances_stores_exactly_the_distinct_set() {
+    let db = hookgate_testkit::postgres().await;
+    let stores: Vec<Arc<PostgresStore>> = vec![
+        Arc::new(store_on(db.url(), PostgresOptions::default()).await),
+        Arc::new(store_on(db.url(), PostgresOptions::default()).await),
+        Arc::new(store_on(db.url(), PostgresOptions::default()).await),
+    ];
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut sent = std::collections::BTreeSet::new();
+    for i in 0..1500u32 {
+        // ~10 % duplicates, some of them concurrent with their first copy.
+        let id = if i % 10 == 9 {
+            format!("evt-{:05}", i / 3)
+        } else {
+            format!("evt-{i:05}")
+        };
+        sent.insert(id.clone());
+        let store = Arc::clone(&stores[(i % 3) as usize]);
+        tasks.spawn(async move { store.accept(row("stripe", "mix", &id)).await });
+    }
+    let mut accepted = 0;
+    while let Some(r) = tasks.join_next().await {
+        if let Acceptance::Accepted { .. } = r.unwrap().expect("accepted or duplicate") {
+            accepted += 1;
+        }
+    }
+    let stored = stores[0].distinct_event_ids("mix").await.unwrap();
+    assert_eq!(stored, sent.iter().cloned().collect::<Vec<_>>());
+    assert_eq!(stores[1].count_inbox().await.unwrap(), sent.len() as u64);
+    assert_eq!(accepted, sent.len());
+    for s in stores {
+        s.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_row_is_isolated_from_its_batch() {
+    let (_db, store) = fresh(PostgresOptions {
+        batch_workers: 1,
+        ..PostgresOptions::default()
+    })
+    .await;
+    let store = Arc::new(store);
+    let barrier = Arc::new(tokio::sync::Barrier::new(64));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let store = Arc::clone(&store);
+        let barrier = Arc::clone(&barrier);
+        tasks.spawn(async move {
+            // PostgreSQL text cannot hold NUL: the database refuses this row.
+            let id = if i == 17 {
+                "bad\0row".to_owned()
+            } else {
+                format!("good-{i:02}")
+            };
+            barrier.wait().await;
+            (i, store.accept(row("stripe", "ep", &id)).await)
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        let (i, res) = r.unwrap();
+        if i == 17 {
+            assert!(matches!(res, Err(StoreError::Unavailable(_))), "{res:?}");
+        } else {
+            assert!(
+                matches!(res, Ok(Acceptance::Accepted { .. })),
+                "{i}: {res:?}"
+            );
+        }
+    }
+    assert_eq!(store.count_inbox().await.unwrap(), 63);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn one_transaction_per_request_when_group_commit_is_off() {
+    let (_db, store) = fresh(PostgresOptions {
+        group_commit: GroupCommitOptions {
+            enabled: false,
+            ..GroupCommitOptions::default()
+        },
+        ..PostgresOptions::default()
+    })
+    .await;
+    let r = row("stripe", "ep", "e1");
+    let id = r.inbox_id.clone();
+    assert_eq!(
+        store.accept(r).await.unwrap(),
+        Acceptance::Accepted {
+            inbox_id: id.clone()
+        }
+    );
+    assert_eq!(
+        store.accept(row("stripe", "ep", "e1")).await.unwrap(),
+        Acceptance::Duplicate { inbox_id: id }
+    );
+    let bad = store.accept(row("stripe", "ep", "nul\0")).await;
+    assert!(matches!(bad, Err(StoreError::Unavailable(_))), "{bad:?}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn full_queue_sheds_with_overloaded() {
+    let (_db, store) = fresh(PostgresOptions {
+        batch_workers: 1,
+        group_commit: GroupCommitOptions {
+            enabled: true,
+            max_batch: 1,
+            queue_capacity: 1,
+        },
+        ..PostgresOptions::default()
+    })
+    .await;
+    let store = Arc::new(store);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..100 {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move { store.accept(row("stripe", "ep", &format!("e{i}"))).await });
+    }
+    let (mut ok, mut shed) = (0, 0);
+    while let Some(r) = tasks.join_next().await {
+        match r.unwrap() {
+            Ok(Acceptance::Accepted { .. }) => ok += 1,
+            Err(StoreError::Overloaded) => shed += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(shed > 0, "a full queue sheds");
+    assert!(ok > 0);
+    assert_eq!(store.count_inbox().await.unwrap(), ok);
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_migrations_apply_once() {
+    let db = hookgate_testkit::postgres().await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let url = db.url().to_owned();
+        tasks.spawn(async move { PostgresStore::connect(&url, PostgresOptions::default()).await });
+    }
+    let mut stores = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        stores.push(r.unwrap().expect("every instance starts"));
+    }
+    let client = sql(db.url()).await;
+    let versions: Vec<i64> = client
+        .query(
+            "SELECT version FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, vec![1]);
+    for s in stores {
+        s.close().await;
+    }
+    // Re-opening an up-to-date database is a no-op.
+    let again = store_on(db.url(), PostgresOptions::default()).await;
+    again.accept(row("stripe", "ep", "e")).await.unwrap();
+    again.close().await;
+}
+
+#[tokio::test]
+async fn schema_option_isolates_stores_on_one_database() {
+    let db = hookgate_testkit::postgres().await;
+    let a = store_on(
+        &format!("{}?schema=tenant_a", db.url()),
+        PostgresOptions::default(),
+    )
+    .await;
+    let b = store_on(
+        db.url(),
+        PostgresOptions {
+            schema: Some("tenant_b".into()),
+            ..PostgresOptions::default()
+        },
+    )
+    .await;
+    a.accept(row("stripe", "ep", "e1")).await.unwrap();
+    assert!(matches!(
+        b.accept(row("stripe", "ep", "e1")).await.unwrap(),
+        Acceptance::Accepted { .. }
+    ));
+    assert_eq!(a.count_inbox().await.unwrap(), 1);
+    assert_eq!(b.count_inbox().await.unwrap(), 1);
+    let bad = PostgresStore::connect(
+        db.url(),
+        PostgresOptions {
+            schema: Some("Bad Name".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(matches!(bad, Err(StoreError::Config(_))));
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn schema_matches_design() {
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    let client = sql(db.url()).await;
+    // The sealed payload is stored out of line without compression.
+    let storage: i8 = client
+        .query_one(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid = 'inbox'::regclass AND attname = 'payload'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(storage as u8, b'e');
+    for table in [
+        "inbox",
+        "outbox",
+        "processed_events",
+        "object_state",
+        "schema_migrations",
+    ] {
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_tables WHERE tablename = $1",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 1, "{table}");
+    }
+    // Status values are constrained to DESIGN.md's strings.
+    let bogus = client
+        .execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at,
+                 payload_key_version, payload_digest, matched_secret_version, status)
+             VALUES ('x', 'p', 'e', 'v', 0, 1, '\\x00', 's', 'BOGUS')",
+            &[],
+        )
+        .await;
+    assert!(bogus.is_err());
+    let bad_outcome = client
+        .execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at,
+                 payload_key_version, payload_digest, matched_secret_version, status, outcome)
+             VALUES ('x', 'p', 'e', 'v', 0, 1, '\\x00', 's', 'PROCESSED', 'maybe')",
+            &[],
+        )
+        .await;
+    assert!(bad_outcome.is_err());
+    store.close().await;
+}
+
+#[tokio::test]
+async fn unreachable_database_is_unavailable_quickly() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let res = PostgresStore::connect(
+        &format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+        PostgresOptions::default(),
+    )
+    .await;
+    assert!(matches!(res, Err(StoreError::Unavailable(_))), "{res:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outage_gives_503_quickly_and_recovers_without_restart() {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(hookgate_testkit::throwaway_cluster)
+            .await
+            .unwrap(),
+    );
+    let url = cluster.create_database("outage").await;
+    let store = store_on(&url, PostgresOptions::default()).await;
+    let first = row("stripe", "ep", "before");
+    let first_id = first.inbox_id.clone();
+    store.accept(first).await.unwrap();
+
+    let c = Arc::clone(&cluster);
+    tokio::task::spawn_blocking(move || c.stop()).await.unwrap();
+    for i in 0..3 {
+        let started = Instant::now();
+        let res = store
+            .accept(row("stripe", "ep", &format!("during-{i}")))
+            .await;
+        let took = started.elapsed();
+        assert!(matches!(res, Err(StoreError::Unavailable(_))), "{res:?}");
+        assert!(took < Duration::from_secs(2), "answered in {took:?}");
+        let started = Instant::now();
+        assert!(store.ping().await.is_err());
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+
+    let c = Arc::clone(&cluster);
+    tokio::task::spawn_blocking(move || c.start())
+        .await
+        .unwrap();
+    // The same store recovers: new connections are made on demand.
+    store.ping().await.expect("ready again");
+    assert!(matches!(
+        store.accept(row("stripe", "ep", "after")).await.unwrap(),
+        Acceptance::Accepted { .. }
+    ));
+    assert_eq!(
+        store.accept(row("stripe", "ep", "before")).await.unwrap(),
+        Acceptance::Duplicate { inbox_id: first_id }
+    );
+    assert_eq!(store.count_inbox().await.unwrap(), 2);
+    store.close().await;
+}
+
+/// Measurement, not a check: `cargo test --release --test postgres measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement; run by hand"]
+async fn measure_group_commit_throughput() {
+    for (label, workers, enabled) in [
+        ("per-request", 8, false),
+        ("group, 1 worker", 1, true),
+        ("group, 4 workers", 4, true),
+        ("group, 8 workers", 8, true),
+    ] {
+        let (_db, store) = fresh(PostgresOptions {
+            batch_workers: workers,
+            group_commit: GroupCommitOptions {
+                enabled,
+                ..GroupCommitOptions::default()
+            },
+            ..PostgresOptions::default()
+        })
+        .await;
+        let store = Arc::new(store);
+        let started = Instant::now();
+        let sem = Arc::new(tokio::sync::Semaphore::new(200));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..5000 {
+            let store = Arc::clone(&store);
+            let permit = Arc::clone(&sem).acquire_owned().await.unwrap();
+            tasks.spawn(async move {
+                let r = store.accept(row("stripe", "bench", &format!("e{i}"))).await;
+                drop(permit);
+                r
+            });
+        }
+        let mut failed = 0;
+        while let Some(r) = tasks.join_next().await {
+            if r.unwrap().is_err() {
+                failed += 1;
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "{label:>18}: {:>7.0} accepts/s ({failed} failed)",
+            5000.0 / secs
+        );
+        store.close().await;
+    }
+}
+
+/// The `store.commit=error` failpoint (needs `--features failpoints`): every caller of the
+/// batch gets 503 (`CommitUnknown`) and nothing is committed. Failpoints are read once per
+/// process, so the test re-runs itself as a child with `HOOKGATE_FAILPOINTS` set.
+#[cfg(feature = "failpoints")]
+#[test]
+fn commit_failpoint_fails_every_caller_and_commits_nothing() {
+    const CHILD_URL: &str = "HOOKGATE_STORE_PG_FAILPOINT_CHILD_URL";
+    const TEST_NAME: &str = "commit_failpoint_fails_every_caller_and_commits_nothing";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        rt.block_on(async {
+            let store: Arc<dyn Store> = Arc::new(store_on(&url, PostgresOptions::default()).await);
+            let rows: Vec<_> = (0..50)
+                .map(|i| row("stripe", "ep-fp", &format!("evt_{i}")))
+                .collect();
+            for (_, result) in conformance::accept_all(&store, rows, 50).await {
+                assert!(
+                    matches!(result, Err(StoreError::CommitUnknown(_))),
+                    "{result:?}"
+                );
+            }
+            store.close().await;
+        });
+        return;
+    }
+    rt.block_on(async {
+        let db = hookgate_testkit::postgres().await;
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", TEST_NAME, "--nocapture", "--test-threads=1"])
+            .env("HOOKGATE_FAILPOINTS", "store.commit=error")
+            .env(CHILD_URL, db.url())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "child failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let store = store_on(db.url(), PostgresOptions::default()).await;
+        assert_eq!(
+            store.count_inbox().await.unwrap(),
+            0,
+            "a failed commit left rows behind"
+        );
+        let r = row("stripe", "ep-fp", "evt_0");
+        assert_eq!(
+            store.accept(r.clone()).await.unwrap(),
+            Acceptance::Accepted {
+                inbox_id: r.inbox_id
+            }
+        );
+        store.close().await;
+    });
+}

@@ -1,0 +1,491 @@
+//! The SQLite backend: the conformance suite on a fresh database file per test, then what is
+//! specific to SQLite (schema and migrations, the writer queue, disk full).
+
+#[macro_use]
+mod conformance;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use conformance::{accept_all, row};
+use hookgate_store::{Acceptance, GroupCommitOptions, SqliteStore, Store, StoreError};
+use tempfile::TempDir;
+
+async fn fresh_sqlite() -> (Arc<dyn Store>, TempDir) {
+    fresh_with(GroupCommitOptions::default())
+}
+
+fn fresh_with(options: GroupCommitOptions) -> (Arc<dyn Store>, TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = SqliteStore::open(&db_path(dir.path()), options).expect("open sqlite store");
+    (Arc::new(store), dir)
+}
+
+fn db_path(dir: &Path) -> PathBuf {
+    dir.join("data").join("hookgate.db")
+}
+
+conformance_tests!(fresh_sqlite);
+
+/// The measurement-only mode (one transaction per request) keeps the same contract.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_commit_disabled_keeps_the_contract() {
+    let (store, _dir) = fresh_with(GroupCommitOptions {
+        enabled: false,
+        ..Default::default()
+    });
+    conformance::mixed_distinct_and_duplicates_n(store, 300).await;
+}
+
+/// Tiny batches and queue: many commits, interleaved duplicates, same result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn small_batches_keep_the_contract() {
+    let (store, _dir) = fresh_with(GroupCommitOptions {
+        enabled: true,
+        max_batch: 3,
+        queue_capacity: 4096,
+    });
+    conformance::mixed_distinct_and_duplicates_n(store, 600).await;
+}
+
+/// Concurrent requests share transactions (the point of group commit), and one
+/// request per transaction when it is disabled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_share_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    for enabled in [true, false] {
+        let path = dir.path().join(format!("batching-{enabled}.db"));
+        let options = GroupCommitOptions {
+            enabled,
+            ..Default::default()
+        };
+        let store = Arc::new(SqliteStore::open(&path, options).unwrap());
+        let shared: Arc<dyn Store> = Arc::clone(&store) as Arc<dyn Store>;
+        let rows: Vec<_> = (0..400)
+            .map(|i| row("ep-gc", &format!("evt_{i}")))
+            .collect();
+        let results = accept_all(&shared, rows, 400).await;
+        assert!(results.iter().all(|(_, r)| r.is_ok()));
+        let stats = store.commit_stats();
+        eprintln!("group commit enabled={enabled}: {stats:?}");
+        assert_eq!(stats.rows, 400);
+        assert_eq!(stats.failed_transactions, 0);
+        if enabled {
+            assert!(stats.transactions < 400, "no batching happened: {stats:?}");
+        } else {
+            assert_eq!(stats.transactions, 400);
+        }
+        store.close().await;
+    }
+}
+
+#[tokio::test]
+async fn open_url_creates_parent_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a").join("b").join("h.db");
+    let url = format!("sqlite://{}", path.display());
+    let store = SqliteStore::open_url(&url, GroupCommitOptions::default()).unwrap();
+    assert_eq!(store.path(), path);
+    store.ping().await.unwrap();
+    store.close().await;
+    assert!(path.exists());
+    assert!(matches!(
+        SqliteStore::open_url("postgres://localhost/x", GroupCommitOptions::default()),
+        Err(StoreError::Config(_))
+    ));
+}
+
+/// Re-opening applies no migration twice and keeps the data (and the unique key).
+#[tokio::test]
+async fn reopen_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(dir.path());
+    let first = row("ep", "evt_1");
+    for round in 0..3 {
+        let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+        let got = store.accept(first.clone()).await.unwrap();
+        if round == 0 {
+            assert_eq!(
+                got,
+                Acceptance::Accepted {
+                    inbox_id: first.inbox_id.clone()
+                }
+            );
+        } else {
+            assert_eq!(
+                got,
+                Acceptance::Duplicate {
+                    inbox_id: first.inbox_id.clone()
+                }
+            );
+        }
+        assert_eq!(store.count_inbox().await.unwrap(), 1);
+        store.close().await;
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let versions: Vec<i64> = conn
+        .prepare("SELECT version FROM schema_migrations ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(versions, vec![1]);
+    let applied_at: i64 = conn
+        .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
+        .unwrap();
+    assert!(applied_at > 1_600_000_000_000, "applied_at is unix ms");
+}
+
+fn columns(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
+    conn.prepare(&format!("PRAGMA table_info({table})"))
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(1))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The four tables of DESIGN.md §4 with exactly its column names, and the constraints that
+/// keep the status vocabulary and the unique keys honest.
+#[tokio::test]
+async fn schema_has_the_design_tables_and_checks() {
+    let (store, dir) = fresh_sqlite().await;
+    store.close().await;
+    let conn = rusqlite::Connection::open(db_path(dir.path())).unwrap();
+
+    assert_eq!(
+        columns(&conn, "inbox"),
+        [
+            "inbox_id",
+            "provider",
+            "endpoint_id",
+            "provider_event_id",
+            "event_type",
+            "object_id",
+            "object_version",
+            "provider_created_at",
+            "received_at",
+            "payload",
+            "payload_key_version",
+            "payload_digest",
+            "matched_secret_version",
+            "status",
+            "outcome",
+            "attempt_count",
+            "next_attempt_at",
+            "lease_owner",
+            "lease_until",
+            "last_error",
+            "processed_at",
+        ]
+    );
+    assert_eq!(
+        columns(&conn, "outbox"),
+        [
+            "outbox_id",
+            "inbox_id",
+            "destination",
+            "status",
+            "attempt_count",
+            "next_attempt_at",
+            "lease_owner",
+            "lease_until",
+            "last_error",
+            "created_at",
+            "delivered_at",
+        ]
+    );
+    assert_eq!(
+        columns(&conn, "processed_events"),
+        ["provider", "endpoint_id", "provider_event_id", "consumer"]
+    );
+    assert_eq!(
+        columns(&conn, "object_state"),
+        [
+            "provider",
+            "endpoint_id",
+            "object_id",
+            "version",
+            "updated_at"
+        ]
+    );
+    let due_index: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'inbox_due'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(due_index, 1);
+
+    let insert = |id: &str, event: &str, status: &str, outcome: Option<&str>| {
+        conn.execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at, \
+             payload_key_version, payload_digest, matched_secret_version, status, outcome) \
+             VALUES (?1, 'p', 'e', ?2, 0, 1, x'00', 'v1', ?3, ?4)",
+            rusqlite::params![id, event, status, outcome],
+        )
+    };
+    for bad_status in ["BOGUS", "received", ""] {
+        let err = insert("x1", "ev1", bad_status, None).unwrap_err();
+        assert!(err.to_string().contains("CHECK"), "{bad_status}: {err}");
+    }
+    let err = insert("x1", "ev1", "PROCESSED", Some("maybe")).unwrap_err();
+    assert!(err.to_string().contains("CHECK"), "{err}");
+    for status in ["RECEIVED", "PROCESSED", "FAILED", "IGNORED"] {
+        insert(&format!("ok-{status}"), status, status, None).unwrap();
+    }
+    insert("ok-applied", "ev-applied", "PROCESSED", Some("applied")).unwrap();
+    insert("ok-stale", "ev-stale", "PROCESSED", Some("stale")).unwrap();
+    let err = insert("x2", "RECEIVED", "RECEIVED", None).unwrap_err();
+    assert!(err.to_string().contains("UNIQUE"), "{err}");
+
+    let outbox = |id: &str, inbox: &str, status: &str| {
+        conn.execute(
+            "INSERT INTO outbox (outbox_id, inbox_id, destination, status, created_at) VALUES (?1, ?2, 'd', ?3, 0)",
+            [id, inbox, status],
+        )
+    };
+    assert!(
+        outbox("o1", "ok-RECEIVED", "SENT")
+            .unwrap_err()
+            .to_string()
+            .contains("CHECK")
+    );
+    outbox("o1", "ok-RECEIVED", "PENDING").unwrap();
+    assert!(
+        outbox("o2", "ok-RECEIVED", "PENDING")
+            .unwrap_err()
+            .to_string()
+            .contains("UNIQUE")
+    );
+    let pe = "INSERT INTO processed_events VALUES ('p', 'e', 'ev', 'c')";
+    conn.execute(pe, []).unwrap();
+    assert!(
+        conn.execute(pe, [])
+            .unwrap_err()
+            .to_string()
+            .contains("UNIQUE")
+    );
+}
+
+/// A full queue sheds at once with `Overloaded` (never blocks), and every `Ok` is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn full_queue_sheds_without_losing_acknowledged_rows() {
+    let (store, _dir) = fresh_with(GroupCommitOptions {
+        enabled: true,
+        max_batch: 1,
+        queue_capacity: 1,
+    });
+    let rows: Vec<_> = (0..300)
+        .map(|i| row("ep-ov", &format!("evt_{i}")))
+        .collect();
+    let results = accept_all(&store, rows, 300).await;
+    let mut accepted = 0;
+    let mut shed = 0;
+    for (r, result) in &results {
+        match result {
+            Ok(a) => {
+                assert_eq!(
+                    a,
+                    &Acceptance::Accepted {
+                        inbox_id: r.inbox_id.clone()
+                    }
+                );
+                assert!(store.get_event(&r.inbox_id).await.unwrap().is_some());
+                accepted += 1;
+            }
+            Err(StoreError::Overloaded) => shed += 1,
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert!(
+        shed > 0,
+        "a one-slot queue under 300 concurrent requests must shed some"
+    );
+    assert!(accepted > 0);
+    assert_eq!(store.count_inbox().await.unwrap(), accepted);
+    store.close().await;
+}
+
+/// `close` answers every queued request after committing it; nothing acknowledged is lost,
+/// nobody is left waiting, and later requests are refused as unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn close_drains_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(dir.path());
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&path, GroupCommitOptions::default()).unwrap());
+    let mut tasks = tokio::task::JoinSet::new();
+    let rows: Vec<_> = (0..400)
+        .map(|i| row("ep-close", &format!("evt_{i}")))
+        .collect();
+    for r in rows {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move { (r.clone(), store.accept(r).await) });
+    }
+    tokio::task::yield_now().await;
+    store.close().await;
+    assert!(matches!(
+        store.ping().await,
+        Err(StoreError::Unavailable(_))
+    ));
+    let mut acked = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined.unwrap() {
+            (r, Ok(a)) => {
+                assert_eq!(a.inbox_id(), r.inbox_id);
+                acked.push(r);
+            }
+            (_, Err(StoreError::Unavailable(_))) => {}
+            (_, Err(e)) => panic!("close must not leave a request in doubt: {e:?}"),
+        }
+    }
+    drop(store);
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    assert_eq!(store.count_inbox().await.unwrap(), acked.len() as u64);
+    for r in &acked {
+        assert!(store.get_event(&r.inbox_id).await.unwrap().is_some());
+    }
+    store.close().await;
+}
+
+/// A 1 MiB tmpfs mounted for one test; unmounted on drop (also when the test fails).
+struct Tmpfs {
+    dir: TempDir,
+}
+
+impl Tmpfs {
+    fn mount_1mib() -> Tmpfs {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Tmpfs { dir },
+            Ok(out) => panic!(
+                "the disk-full test needs root (CAP_SYS_ADMIN) to mount a 1 MiB tmpfs: mount failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => panic!("the disk-full test needs root (CAP_SYS_ADMIN) and mount(8): {e}"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(self.dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+}
+
+/// Disk full answers 503-class errors (never `Ok` for a row that is not committed), and the
+/// writer works again as soon as space is freed. Needs root: fails (never skips) without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_full_is_unavailable_then_recovers() {
+    let fs = Tmpfs::mount_1mib();
+    let filler = fs.path().join("filler");
+    std::fs::write(&filler, vec![0xA5u8; 256 * 1024]).unwrap();
+    let path = fs.path().join("db").join("hookgate.db");
+    let options = GroupCommitOptions::default();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, options.clone()).unwrap());
+
+    let sized_row = |i: usize| {
+        let mut r = row("ep-disk", &format!("evt_{i:04}"));
+        r.payload = vec![i as u8; 16 * 1024];
+        r
+    };
+    let mut acked = Vec::new();
+    let mut refused = None;
+    for i in 0..200 {
+        let r = sized_row(i);
+        match store.accept(r.clone()).await {
+            Ok(a) => {
+                assert_eq!(
+                    a,
+                    Acceptance::Accepted {
+                        inbox_id: r.inbox_id.clone()
+                    }
+                );
+                acked.push(r);
+            }
+            Err(e @ (StoreError::Unavailable(_) | StoreError::CommitUnknown(_))) => {
+                eprintln!("disk full after {} rows: {e}", acked.len());
+                refused = Some(r);
+                break;
+            }
+            Err(e) => panic!("disk full must be Unavailable or CommitUnknown, got {e:?}"),
+        }
+    }
+    let refused = refused.expect("the 1 MiB tmpfs never filled up");
+    assert!(
+        !acked.is_empty(),
+        "some rows must fit before the disk is full"
+    );
+
+    // Still full: a same-sized row is refused too; the store stays readable.
+    match store.accept(sized_row(1000)).await {
+        Err(StoreError::Unavailable(_) | StoreError::CommitUnknown(_)) => {}
+        other => panic!("still full, expected a 503-class error, got {other:?}"),
+    }
+    for r in &acked {
+        assert!(
+            store.get_event(&r.inbox_id).await.unwrap().is_some(),
+            "acknowledged row readable"
+        );
+    }
+
+    // Space is back: the writer is not poisoned; the provider's retry converges.
+    std::fs::remove_file(&filler).unwrap();
+    let retried = store
+        .accept(refused.clone())
+        .await
+        .expect("accept works again once space is back");
+    let refused_landed = matches!(retried, Acceptance::Duplicate { .. });
+    assert_eq!(retried.inbox_id(), refused.inbox_id);
+    let fresh = sized_row(2000);
+    assert_eq!(
+        store.accept(fresh.clone()).await.unwrap(),
+        Acceptance::Accepted {
+            inbox_id: fresh.inbox_id.clone()
+        }
+    );
+    let expected = acked.len() as u64 + 2;
+    assert_eq!(
+        store.count_inbox().await.unwrap(),
+        expected,
+        "refused row landed earlier: {refused_landed}"
+    );
+    store.close().await;
+    drop(store);
+
+    // Durable: everything acknowledged is there after a restart.
+    let store = SqliteStore::open(&path, options).unwrap();
+    assert_eq!(store.count_inbox().await.unwrap(), expected);
+    for r in acked.iter().chain([&refused, &fresh]) {
+        let got = store
+            .get_event(&r.inbox_id)
+            .await
+            .unwrap()
+            .expect("acknowledged row after restart");
+        assert_eq!(got.payload.as_deref(), Some(r.payload.as_slice()));
+    }
+    store.close().await;
+    drop(store);
+    drop(fs);
+}

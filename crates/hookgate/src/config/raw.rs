@@ -1,0 +1,105 @@
+//! The configuration file as written (TOML), before validation. Every key is documented in
+//! `docs/configuration.md`; unknown keys are errors.
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub server: RawServer,
+    #[serde(default)]
+    pub admin: Option<RawAdmin>,
+    pub store: RawStore,
+    pub payload_encryption: RawPayloadEncryption,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
+    pub endpoints: Vec<RawEndpoint>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub listen: String,
+    pub tls: Option<RawTls>,
+    #[serde(default)]
+    pub trusted_proxies: Vec<String>,
+    pub max_in_flight: Option<usize>,
+    pub per_client_rate: Option<RawRate>,
+    pub max_header_count: Option<usize>,
+    pub max_header_bytes: Option<usize>,
+    pub request_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub cert: String,
+    pub key: String,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct RawRate {
+    pub per_second: u32,
+    pub burst: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub listen: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    pub url: String,
+    pub group_commit: Option<bool>,
+    pub max_batch: Option<usize>,
+    pub queue_capacity: Option<usize>,
+    pub pool_size: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPayloadEncryption {
+    pub active: u32,
+    pub keys: Vec<RawPayloadKey>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPayloadKey {
+    pub version: u32,
+    pub key: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub format: Option<String>,
+    pub level: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEndpoint {
+    pub id: String,
+    pub provider: String,
+    pub tolerance_seconds: Option<u64>,
+    pub max_body_bytes: Option<usize>,
+    pub allowed_event_types: Option<Vec<String>>,
+    pub secrets: Vec<RawSecret>,
+    pub rate_limit: Option<RawRate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSecret {
+    pub version: String,
+    pub value: String,
+    pub not_after: Option<String>,
+    #[serde(default)]
+    pub retired: bool,
+}

@@ -1,0 +1,138 @@
+//! The webhook listener: accept loop, optional TLS (rustls), HTTP/1.1 with bounded heads, and
+//! graceful shutdown (stop accepting, let in-flight requests finish their commit and answer).
+//!
+//! The hot path is a plain hyper service rather than an axum router: it has one route, and
+//! owning the body stream lets [`pipeline`] enforce the byte limit while reading.
+
+pub mod limits;
+pub mod pipeline;
+pub mod response;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::ServerConfig;
+use crate::state::AppState;
+use pipeline::ConnInfo;
+
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// In-flight requests get this long to finish after shutdown starts.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn http1_builder(server: &ServerConfig) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.request_timeout)
+        // hyper answers 431 itself past these; the pipeline then applies the configured limits.
+        .max_headers(server.max_header_count.max(16) * 2)
+        .max_buf_size((server.max_header_bytes * 2).max(16 * 1024))
+        // A client that half-closes after sending still gets its answer.
+        .half_close(true)
+        .keep_alive(true);
+    builder
+}
+
+/// Runs the accept loop until `shutdown` flips, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    state: Arc<AppState>,
+    server: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    let builder = http1_builder(&server);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            let conn = ConnInfo {
+                peer,
+                tls: tls.is_some(),
+            };
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(pipeline::handle(&state, conn, request).await) }
+            });
+            match tls {
+                None => {
+                    let _ = watcher
+                        .watch(builder.serve_connection(TokioIo::new(stream), service))
+                        .await;
+                }
+                Some(acceptor) => {
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let _ = watcher
+                        .watch(builder.serve_connection(TokioIo::new(stream), service))
+                        .await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("webhook listener closed; draining in-flight requests");
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timed out; remaining connections are dropped unanswered");
+    }
+}
+
+/// Loads the certificate chain and key for built-in TLS.
+pub fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<TlsAcceptor> {
+    use anyhow::Context;
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let certs = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("server.tls.cert: cannot read {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| {
+            format!(
+                "server.tls.cert: {} is not PEM certificates",
+                cert.display()
+            )
+        })?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
+        format!(
+            "server.tls.key: cannot read a PEM private key from {}",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("server.tls: certificate and key do not form a valid pair")?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}

@@ -1,0 +1,299 @@
+//! One webhook request, in the ingress order of DESIGN.md §2.
+//!
+//! route → method → HTTPS → flood protection → content type → bounded headers and
+//! Content-Length → signature metadata (headers only) → bounded body read → verify on the raw
+//! bytes (every trusted secret, constant time) → freshness → parse the envelope → handshake →
+//! verified budget → allow-list → seal → commit (group commit) → acknowledge.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use hookgate_core::{InboxStatus, RowIdentity};
+use hookgate_providers::{Extracted, TrustedSecret};
+use hookgate_store::{Acceptance, NewInboxRow, StoreError};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request};
+use http_body_util::BodyExt;
+
+use super::limits::{client_address, is_trusted};
+use super::response::{Answer, HttpResponse};
+use crate::state::{AppState, EndpointRuntime};
+use crate::telemetry;
+
+/// How the connection reached us.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub peer: SocketAddr,
+    pub tls: bool,
+}
+
+const WEBHOOK_PREFIX: &str = "/webhooks/";
+const RETRY_AFTER_UNAVAILABLE: u64 = 2;
+
+/// Handles one request on the webhook listener.
+pub async fn handle<B>(state: &AppState, conn: ConnInfo, request: Request<B>) -> HttpResponse
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let started = Instant::now();
+    let runtime = state.runtime.load_full();
+    let endpoint = request
+        .uri()
+        .path()
+        .strip_prefix(WEBHOOK_PREFIX)
+        .and_then(|id| runtime.endpoints.get(id))
+        .cloned();
+    let answer = match &endpoint {
+        None => Answer::UnknownEndpoint,
+        Some(ep) => process(state, conn, ep, request).await,
+    };
+    let (endpoint_id, provider) = match &endpoint {
+        Some(ep) => (ep.config.id.as_str(), ep.config.provider.id()),
+        None => ("_unknown", "_unknown"),
+    };
+    telemetry::request_answered(endpoint_id, provider, &answer, started.elapsed());
+    answer.into_response()
+}
+
+async fn process<B>(
+    state: &AppState,
+    conn: ConnInfo,
+    ep: &EndpointRuntime,
+    request: Request<B>,
+) -> Answer
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let cfg = &ep.config;
+    let server = &state.runtime.load().config.server;
+
+    // 1. Method, HTTPS, flood protection.
+    if request.method() != Method::POST {
+        return Answer::MethodNotAllowed;
+    }
+    if !conn.tls && !server.trusted_proxies.is_empty() {
+        let from_proxy = is_trusted(conn.peer.ip(), &server.trusted_proxies);
+        let forwarded_https = request
+            .headers()
+            .get("x-forwarded-proto")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
+        if !(from_proxy && forwarded_https) {
+            return Answer::HttpsRequired;
+        }
+    }
+    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
+        return Answer::RateLimited {
+            retry_after_secs: 1,
+        };
+    };
+    if let Some(limiter) = &state.client_limiter {
+        let client = client_address(conn.peer.ip(), request.headers(), &server.trusted_proxies);
+        if let Err(retry_after_secs) = limiter.check(client) {
+            return Answer::RateLimited { retry_after_secs };
+        }
+    }
+
+    let adapter = cfg.provider.adapter();
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+
+    // Content type, then bounded headers.
+    if !adapter.accepts_content_type(headers.get(CONTENT_TYPE)) {
+        return Answer::UnsupportedMediaType;
+    }
+    if let Err(reason) =
+        check_header_bounds(headers, server.max_header_count, server.max_header_bytes)
+    {
+        return Answer::BadRequest(reason);
+    }
+
+    // 2–4. Signature metadata from headers only; Content-Length before reading.
+    let metadata = match adapter.parse_metadata(headers) {
+        Ok(m) => m,
+        Err(rejection) => return rejection.into(),
+    };
+    match declared_length(headers) {
+        Err(reason) => return Answer::BadRequest(reason),
+        Ok(Some(len)) if len > cfg.max_body_bytes as u64 => return Answer::PayloadTooLarge,
+        Ok(_) => {}
+    }
+
+    // 3. Bounded read: a lying or missing Content-Length cannot make us read more.
+    let body = match tokio::time::timeout(
+        server.request_timeout,
+        read_bounded(body, cfg.max_body_bytes),
+    )
+    .await
+    {
+        Err(_) => return Answer::RequestTimeout,
+        Ok(Err(BodyError::TooLarge)) => return Answer::PayloadTooLarge,
+        Ok(Err(BodyError::Transport)) => return Answer::BadRequest("body_read_failed"),
+        Ok(Ok(bytes)) => bytes,
+    };
+
+    // 5–6. Verify against every trusted secret version; fail closed when none is left.
+    let now_ms = state.clock.now_ms();
+    let now = now_ms.div_euclid(1000);
+    let trusted: Vec<TrustedSecret<'_>> = cfg
+        .secrets
+        .iter()
+        .filter(|s| s.trusted_at(now))
+        .map(|s| TrustedSecret {
+            version: &s.version,
+            key: &s.material,
+        })
+        .collect();
+    if trusted.is_empty() {
+        tracing::error!(endpoint = %cfg.id, "no trusted secret version left for endpoint");
+        return Answer::Unavailable {
+            retry_after_secs: RETRY_AFTER_UNAVAILABLE,
+        };
+    }
+    let verified = match adapter.verify(&metadata, &body, &trusted, now, cfg.tolerance_seconds) {
+        Ok(v) => v,
+        Err(rejection) => return rejection.into(),
+    };
+    let matched_version = trusted[verified.matched_secret_index].version;
+    telemetry::secret_matched(&cfg.id, matched_version);
+
+    // 7. Only now parse the verified bytes.
+    let envelope = match adapter.extract(&metadata, headers, &body) {
+        Ok(Extracted::Event(envelope)) => envelope,
+        Ok(Extracted::Handshake { content_type, body }) => {
+            return Answer::Handshake { content_type, body };
+        }
+        Err(rejection) => return rejection.into(),
+    };
+    if envelope.event_id.is_empty() || envelope.event_id.len() > 512 {
+        return Answer::BadRequest("missing_event_id");
+    }
+    if let Some(Err(retry_after_secs)) = ep.budget.as_ref().map(|b| b.check()) {
+        return Answer::RateLimited { retry_after_secs };
+    }
+    let status = if cfg.allows(envelope.event_type.as_deref()) {
+        InboxStatus::Received
+    } else {
+        InboxStatus::Ignored
+    };
+
+    // 8. Seal, insert under the unique key (group commit), commit, then acknowledge.
+    let runtime = state.runtime.load();
+    let identity = RowIdentity {
+        provider: cfg.provider.id(),
+        endpoint_id: &cfg.id,
+        provider_event_id: &envelope.event_id,
+    };
+    let sealed = runtime
+        .keyring
+        .seal(&mut rand::thread_rng(), &identity, &body);
+    let digest = runtime.keyring.digest(&body);
+    let row = NewInboxRow {
+        inbox_id: uuid::Uuid::now_v7().to_string(),
+        provider: cfg.provider.id().to_owned(),
+        endpoint_id: cfg.id.clone(),
+        provider_event_id: envelope.event_id,
+        event_type: envelope.event_type,
+        object_id: envelope.object_id,
+        object_version: envelope.object_version,
+        provider_created_at: envelope.created_at,
+        received_at_ms: now_ms,
+        payload: sealed.bytes,
+        payload_key_version: sealed.key_version,
+        payload_digest: digest.to_vec(),
+        matched_secret_version: matched_version.to_owned(),
+        status,
+    };
+    let commit_started = Instant::now();
+    let result = state.store.accept(row).await;
+    telemetry::commit_finished(commit_started.elapsed(), result.is_ok());
+    match result {
+        Ok(acceptance) => {
+            hookgate_core::fail_point!("ingress.after_commit_before_response");
+            match acceptance {
+                Acceptance::Duplicate { inbox_id } => Answer::Duplicate { id: inbox_id },
+                Acceptance::Accepted { inbox_id } if status == InboxStatus::Ignored => {
+                    Answer::Ignored { id: inbox_id }
+                }
+                Acceptance::Accepted { inbox_id } => Answer::Accepted { id: inbox_id },
+            }
+        }
+        Err(StoreError::Corrupt(reason)) => {
+            tracing::error!(endpoint = %cfg.id, %reason, "store reports corrupt data");
+            Answer::Internal
+        }
+        Err(e) => {
+            tracing::warn!(endpoint = %cfg.id, error = %e, "commit failed; answering 503");
+            Answer::Unavailable {
+                retry_after_secs: RETRY_AFTER_UNAVAILABLE,
+            }
+        }
+    }
+}
+
+/// Header count and size limits (hyper also bounds the whole head).
+fn check_header_bounds(
+    headers: &HeaderMap,
+    max_count: usize,
+    max_bytes: usize,
+) -> Result<(), &'static str> {
+    if headers.len() > max_count {
+        return Err("too_many_headers");
+    }
+    let total: usize = headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if total > max_bytes {
+        return Err("headers_too_large");
+    }
+    Ok(())
+}
+
+fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
+    let mut values = headers.get_all(CONTENT_LENGTH).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err("duplicated_content_length");
+    }
+    first
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or("malformed_content_length")
+}
+
+enum BodyError {
+    TooLarge,
+    Transport,
+}
+
+/// Reads at most `limit` bytes, aborting as soon as the stream goes past it.
+async fn read_bounded<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyError::Transport)?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > limit {
+                return Err(BodyError::TooLarge);
+            }
+            if buf.is_empty() && buf.capacity() == 0 {
+                // Common case: one frame is the whole body; avoid copying.
+                let next_is_end = body.is_end_stream();
+                if next_is_end {
+                    return Ok(data);
+                }
+                buf.reserve(data.len() * 2);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}

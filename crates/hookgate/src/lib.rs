@@ -1,0 +1,16 @@
+//! hookgate, the binary's library half: configuration, ingress pipeline, admin listener,
+//! secrets, telemetry and the operator CLI. `main.rs` only parses arguments and calls in here,
+//! so integration tests drive the same code over real sockets.
+//!
+//! Principal types: [`config::Config`] (resolved configuration), [`app::Gateway`] (a running
+//! gateway), [`state::AppState`] (what every request sees), [`ingress::pipeline::handle`] (one
+//! request in the ingress order of DESIGN.md §2).
+
+pub mod admin;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod ingress;
+pub mod secrets;
+pub mod state;
+pub mod telemetry;

@@ -1,0 +1,90 @@
+//! Logs and metrics. Each observable thing has one function here that counts and logs
+//! together, so metric names are not scattered strings. Nothing here ever sees a body, a
+//! signature or a secret: only endpoint ids, provider ids, outcomes and our own inbox ids.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::config::{LogConfig, LogFormat};
+use crate::ingress::response::Answer;
+
+pub const REQUESTS: &str = "hookgate_requests_total";
+pub const ACK_LATENCY: &str = "hookgate_ack_latency_seconds";
+pub const COMMIT_LATENCY: &str = "hookgate_commit_latency_seconds";
+pub const SECRET_MATCHED: &str = "hookgate_secret_version_matched_total";
+pub const COMMIT_FAILURES: &str = "hookgate_commit_failures_total";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0,
+];
+
+static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the global metrics recorder once per process and returns its handle.
+pub fn metrics_handle() -> PrometheusHandle {
+    PROMETHEUS
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .expect("non-empty buckets")
+                .build_recorder();
+            let handle = recorder.handle();
+            // In tests several gateways share one process; the first recorder wins.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Sets up `tracing` output. Safe to call more than once (later calls are ignored).
+pub fn init_logging(log: &LogConfig) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match log.format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+/// A webhook request got its answer.
+pub fn request_answered(
+    endpoint: &str,
+    provider: &'static str,
+    answer: &Answer,
+    elapsed: Duration,
+) {
+    let outcome = answer.outcome();
+    counter!(REQUESTS, "outcome" => outcome, "endpoint" => endpoint.to_owned(), "provider" => provider)
+        .increment(1);
+    match answer {
+        Answer::Accepted { id } | Answer::Duplicate { id } | Answer::Ignored { id } => {
+            histogram!(ACK_LATENCY, "endpoint" => endpoint.to_owned())
+                .record(elapsed.as_secs_f64());
+            tracing::debug!(endpoint, provider, outcome, inbox_id = %id, "webhook acknowledged");
+        }
+        Answer::Unavailable { .. } | Answer::Internal => {
+            tracing::warn!(endpoint, provider, outcome, "webhook not acknowledged");
+        }
+        _ => tracing::debug!(endpoint, provider, outcome, "webhook rejected"),
+    }
+}
+
+/// A commit (or its failure) finished, `elapsed` after the request reached the store.
+pub fn commit_finished(elapsed: Duration, ok: bool) {
+    histogram!(COMMIT_LATENCY).record(elapsed.as_secs_f64());
+    if !ok {
+        counter!(COMMIT_FAILURES).increment(1);
+    }
+}
+
+/// Which secret version verified a request (for rotation: retire the old one when unused).
+pub fn secret_matched(endpoint: &str, version: &str) {
+    counter!(SECRET_MATCHED, "endpoint" => endpoint.to_owned(), "version" => version.to_owned())
+        .increment(1);
+}

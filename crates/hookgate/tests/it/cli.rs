@@ -1,0 +1,166 @@
+//! The operator-facing commands: `config check` and `send` against the real binary.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::*;
+
+fn examples_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// The sample config with free ports and a temp database.
+fn sample_config(dir: &std::path::Path) -> (std::path::PathBuf, u16) {
+    let text = std::fs::read_to_string(examples_dir().join("hookgate.toml")).unwrap();
+    let port = free_port();
+    let admin = free_port();
+    let db = dir.join("data/hookgate.db");
+    let text = text
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin}"))
+        .replace(
+            "sqlite://data/hookgate.db",
+            &format!("sqlite://{}", db.display()),
+        );
+    let path = dir.join("hookgate.toml");
+    std::fs::write(&path, text).unwrap();
+    (path, port)
+}
+
+#[test]
+fn config_check_redacts_and_names_bad_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _) = sample_config(dir.path());
+    let out = Command::new(binary())
+        .args(["config", "check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("stripe-main"));
+    assert!(
+        !stdout.contains("whsec_hookgate_dev_stripe_secret"),
+        "secret printed"
+    );
+    assert!(
+        !stdout.contains("aG9va2dhdGUtZGV2LXBheWxvYWQta2V5LTMyYnl0ZXM="),
+        "payload key printed"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("literal"),
+        "literal secrets must warn"
+    );
+
+    let cases = [
+        (
+            "provider = \"stripe\"",
+            "provider = \"stripey\"",
+            "endpoints[0].provider",
+        ),
+        (
+            "listen = \"127.0.0.1:",
+            "listen = \"0.0.0.0:",
+            "server.listen",
+        ),
+        (
+            "key = \"aG9va2dhdGUtZGV2LXBheWxvYWQta2V5LTMyYnl0ZXM=\"",
+            "key = \"c2hvcnQ=\"",
+            "payload_encryption.keys[0].key",
+        ),
+        (
+            "value = \"whsec_hookgate_dev_stripe_secret\"",
+            "value = \"env:HOOKGATE_TEST_UNSET_VAR\"",
+            "endpoints[0].secrets[0].value",
+        ),
+    ];
+    let original = std::fs::read_to_string(&path).unwrap();
+    for (from, to, key) in cases {
+        assert!(original.contains(from), "{from}");
+        std::fs::write(&path, original.replacen(from, to, 1)).unwrap();
+        let out = Command::new(binary())
+            .args(["config", "check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(key), "expected {key} in: {stderr}");
+        assert!(!stderr.contains("whsec_hookgate_dev_stripe_secret"));
+        // A bad config also refuses to serve, with the same message, before listening.
+        let out = Command::new(binary())
+            .args(["serve", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains(key));
+    }
+}
+
+#[test]
+fn send_shows_accepted_then_duplicate_for_every_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, port) = sample_config(dir.path());
+    let mut child = Command::new(binary())
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert!(wait_for_port(addr, Duration::from_secs(20)));
+    let examples = [
+        ("stripe-main", "stripe"),
+        ("github", "github"),
+        ("standard", "standard_webhooks"),
+        ("clerk", "svix"),
+        ("shopify", "shopify"),
+        ("slack", "slack"),
+    ];
+    for (endpoint, file) in examples {
+        let event_id = format!("demo-{file}-1");
+        let send = || {
+            Command::new(binary())
+                .args(["send", "--config"])
+                .arg(&path)
+                .args(["--endpoint", endpoint, "--event-id", &event_id])
+                .arg(examples_dir().join(format!("events/{file}.json")))
+                .output()
+                .unwrap()
+        };
+        let first = send();
+        let out = String::from_utf8_lossy(&first.stdout);
+        assert!(
+            first.status.success(),
+            "{endpoint}: {out} {}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        assert!(out.contains("\"status\":\"accepted\""), "{endpoint}: {out}");
+        let second = send();
+        let out2 = String::from_utf8_lossy(&second.stdout);
+        assert!(second.status.success());
+        assert!(
+            out2.contains("\"status\":\"duplicate\""),
+            "{endpoint}: {out2}"
+        );
+    }
+    // Without --event-id every send is a fresh event.
+    let fresh = Command::new(binary())
+        .args(["send", "--config"])
+        .arg(&path)
+        .args(["--endpoint", "standard"])
+        .arg(examples_dir().join("events/standard_webhooks.json"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&fresh.stdout).contains("accepted"));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+}

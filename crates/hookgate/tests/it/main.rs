@@ -1,0 +1,9 @@
+//! One integration test binary for the gateway: real sockets, real SQLite, the real binary for
+//! crash and signal tests.
+
+mod support;
+
+mod cli;
+mod crash;
+mod pipeline;
+mod vectors;

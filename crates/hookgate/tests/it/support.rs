@@ -1,0 +1,304 @@
+//! Test support: start a gateway in-process on port 0, talk raw HTTP/1.1 over a socket, read
+//! the shared provider vectors, run the real binary.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookgate::app::Gateway;
+use hookgate::config::Config;
+use hookgate::state::{Clock, FixedClock};
+
+pub(crate) const PAYLOAD_KEY: &str = "aG9va2dhdGUtZGV2LXBheWxvYWQta2V5LTMyYnl0ZXM=";
+
+/// A TOML string literal (JSON string syntax is valid TOML basic-string syntax).
+pub(crate) fn q(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// Config text for a gateway on port 0 with the given `[[endpoints]]` tables appended.
+pub(crate) fn config_text(db: &Path, extra_server: &str, endpoints: &str) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n{extra_server}\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\n\
+         [store]\nurl = {}\n\
+         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
+         {endpoints}\n",
+        q(&format!("sqlite://{}", db.display()))
+    )
+}
+
+pub(crate) fn endpoint_toml(id: &str, provider: &str, secrets: &[&str], extra: &str) -> String {
+    let list: Vec<String> = secrets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            format!(
+                "{{ version = \"v{}\", value = {} }}",
+                secrets.len() - i,
+                q(s)
+            )
+        })
+        .collect();
+    format!(
+        "[[endpoints]]\nid = {}\nprovider = {}\nsecrets = [{}]\n{extra}\n",
+        q(id),
+        q(provider),
+        list.join(", ")
+    )
+}
+
+pub(crate) struct TestGateway {
+    pub(crate) gateway: Option<Gateway>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) admin: SocketAddr,
+    pub(crate) clock: Arc<FixedClock>,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) db: PathBuf,
+}
+
+impl TestGateway {
+    pub(crate) async fn start(endpoints: &str, now_secs: i64) -> TestGateway {
+        Self::start_with(endpoints, "", now_secs).await
+    }
+
+    pub(crate) async fn start_with(
+        endpoints: &str,
+        extra_server: &str,
+        now_secs: i64,
+    ) -> TestGateway {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("hookgate.db");
+        let path = dir.path().join("hookgate.toml");
+        std::fs::write(&path, config_text(&db, extra_server, endpoints)).unwrap();
+        let config = Config::load(&path).expect("test config is valid");
+        let clock = FixedClock::at_secs(now_secs);
+        let gateway = Gateway::start(config, clock.clone() as Arc<dyn Clock>)
+            .await
+            .unwrap();
+        TestGateway {
+            addr: gateway.webhook_addr,
+            admin: gateway.admin_addr.unwrap(),
+            gateway: Some(gateway),
+            clock,
+            dir,
+            db,
+        }
+    }
+
+    pub(crate) async fn stop(&mut self) {
+        if let Some(g) = self.gateway.take() {
+            g.shutdown().await;
+        }
+    }
+
+    pub(crate) fn store(&self) -> &hookgate_store::SharedStore {
+        &self.gateway.as_ref().unwrap().state.store
+    }
+}
+
+/// A parsed HTTP response.
+#[derive(Debug, Clone)]
+pub(crate) struct RawResponse {
+    pub(crate) status: u16,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
+}
+
+impl RawResponse {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", self.body))
+    }
+}
+
+/// Builds request bytes: request line, headers as given, Content-Length (unless `headers`
+/// already has one or `no_length`), then the body.
+pub(crate) fn build_request(
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+    {
+        out.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    out.push_str("\r\n");
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// Sends raw bytes on a fresh connection and reads the whole response (blocking; call from
+/// `spawn_blocking` in async tests or use [`send_raw_async`]).
+pub(crate) fn send_raw(addr: SocketAddr, bytes: &[u8]) -> RawResponse {
+    send_raw_with(addr, bytes, false)
+}
+
+/// Like [`send_raw`]; with `half_close` the client shuts its write side after sending, as
+/// some HTTP clients do.
+pub(crate) fn send_raw_with(addr: SocketAddr, bytes: &[u8], half_close: bool) -> RawResponse {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    // The server may answer and close before reading everything (413): ignore write errors.
+    let _ = s.write_all(bytes);
+    if half_close {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    }
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    parse_response(&buf)
+}
+
+pub(crate) async fn send_raw_async(addr: SocketAddr, bytes: Vec<u8>) -> RawResponse {
+    tokio::task::spawn_blocking(move || send_raw(addr, &bytes))
+        .await
+        .unwrap()
+}
+
+pub(crate) fn parse_response(buf: &[u8]) -> RawResponse {
+    let text = String::from_utf8_lossy(buf);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response: {text:?}"));
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    let status = status_line.split(' ').nth(1).unwrap().parse().unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    RawResponse {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// Signs with the adapter exactly as the provider would and POSTs over a raw socket.
+pub(crate) async fn post_signed(
+    addr: SocketAddr,
+    endpoint: &str,
+    provider: &str,
+    secret: &str,
+    event_id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> RawResponse {
+    let headers = signed_headers(provider, secret, event_id, timestamp, body);
+    send_raw_async(
+        addr,
+        build_request("POST", &format!("/webhooks/{endpoint}"), &headers, body),
+    )
+    .await
+}
+
+pub(crate) fn signed_headers(
+    provider: &str,
+    secret: &str,
+    event_id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> Vec<(String, String)> {
+    let kind = hookgate_providers::ProviderKind::from_id(provider).unwrap();
+    let adapter = kind.adapter();
+    let key = adapter.decode_secret(secret).unwrap();
+    adapter
+        .sign(
+            &key,
+            &hookgate_providers::SignRequest {
+                event_id,
+                event_type: Some("test.event"),
+                timestamp,
+                body,
+            },
+        )
+        .into_iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+        .collect()
+}
+
+pub(crate) fn vectors_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/providers/vectors");
+    assert!(
+        dir.is_dir(),
+        "provider vectors not found at {} — the tests need the shared/ folder beside the repository",
+        dir.display()
+    );
+    dir
+}
+
+pub(crate) fn load_vectors(provider: &str) -> Vec<serde_json::Value> {
+    let path = vectors_dir().join(format!("{provider}.json"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["vectors"].as_array().unwrap().clone()
+}
+
+pub(crate) fn vector_body(v: &serde_json::Value) -> Vec<u8> {
+    use base64::Engine;
+    match (v.get("body"), v.get("body_b64")) {
+        (Some(b), _) if b.is_string() => b.as_str().unwrap().as_bytes().to_vec(),
+        (_, Some(b)) => base64::engine::general_purpose::STANDARD
+            .decode(b.as_str().unwrap())
+            .unwrap(),
+        _ => panic!("vector without body"),
+    }
+}
+
+pub(crate) fn vector_headers(v: &serde_json::Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (k, val) in v["headers"].as_object().unwrap() {
+        match val {
+            serde_json::Value::Array(items) => {
+                for i in items {
+                    out.push((k.clone(), i.as_str().unwrap().to_owned()));
+                }
+            }
+            other => out.push((k.clone(), other.as_str().unwrap().to_owned())),
+        }
+    }
+    out
+}
+
+/// Path of the gateway binary built for this test run (with `failpoints` when the test
+/// command enables it).
+pub(crate) fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hookgate"))
+}
+
+/// Waits until `addr` accepts connections.
+pub(crate) fn wait_for_port(addr: SocketAddr, within: Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it. Installs or starts what the tests need first.
+#
+#   PostgreSQL: tests use DATABASE_URL when set, otherwise they start a throwaway cluster with
+#   initdb/pg_ctl (scripts/ensure-postgres.sh installs the distribution's package if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/ensure-postgres.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --features hookgate/failpoints -- -D warnings
+echo "== cargo test (with failpoints: the crash tests kill the real binary at named points)"
+cargo test --workspace --features hookgate/failpoints
