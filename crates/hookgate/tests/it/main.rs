@@ -6,4 +6,5 @@ mod support;
 mod cli;
 mod crash;
 mod pipeline;
+mod tls;
 mod vectors;
