@@ -6,5 +6,6 @@ mod support;
 mod cli;
 mod crash;
 mod pipeline;
+mod postgres;
 mod tls;
 mod vectors;

@@ -302,3 +302,153 @@ pub(crate) fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Writes a config for `hookgate serve` on fixed local ports with any `store.url` (SQLite or
+/// PostgreSQL) and the given `[[endpoints]]` tables; returns its path.
+pub(crate) fn write_serve_config(
+    dir: &Path,
+    name: &str,
+    store_url: &str,
+    port: u16,
+    admin_port: Option<u16>,
+    endpoints: &str,
+) -> PathBuf {
+    let admin = admin_port.map_or(String::new(), |p| {
+        format!("[admin]\nlisten = \"127.0.0.1:{p}\"\n")
+    });
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}[store]\nurl = {}\n\
+         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
+         [log]\nformat = \"json\"\nlevel = \"info\"\n\n{endpoints}\n",
+        q(store_url)
+    );
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A `hookgate serve` child process. stderr is drained continuously (a chatty child never
+/// blocks on a full pipe); dropping it kills the child if it still runs, so a failed test
+/// leaves no gateway behind.
+pub(crate) struct ServeProc {
+    child: Option<std::process::Child>,
+    pub(crate) addr: SocketAddr,
+    pub(crate) admin: Option<SocketAddr>,
+    logs: Option<std::thread::JoinHandle<String>>,
+}
+
+impl ServeProc {
+    /// Starts the binary without waiting for it to listen (see [`ServeProc::wait_listening`]).
+    pub(crate) fn spawn(
+        config: &Path,
+        port: u16,
+        admin_port: Option<u16>,
+        failpoints: Option<&str>,
+    ) -> ServeProc {
+        let mut cmd = std::process::Command::new(binary());
+        cmd.args(["serve", "--config"])
+            .arg(config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .env_remove("HOOKGATE_LOG");
+        match failpoints {
+            Some(f) => cmd.env("HOOKGATE_FAILPOINTS", f),
+            None => cmd.env_remove("HOOKGATE_FAILPOINTS"),
+        };
+        let mut child = cmd.spawn().expect("spawn hookgate serve");
+        let mut stderr = child.stderr.take().unwrap();
+        let logs = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let local = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
+        ServeProc {
+            child: Some(child),
+            addr: local(port),
+            admin: admin_port.map(local),
+            logs: Some(logs),
+        }
+    }
+
+    /// Spawns and waits until the webhook listener accepts connections.
+    pub(crate) fn start(
+        config: &Path,
+        port: u16,
+        admin_port: Option<u16>,
+        failpoints: Option<&str>,
+    ) -> ServeProc {
+        let mut p = Self::spawn(config, port, admin_port, failpoints);
+        p.wait_listening();
+        p
+    }
+
+    /// Waits (up to 30 s) until the webhook listener accepts connections; on failure, panics
+    /// with the child's logs.
+    pub(crate) fn wait_listening(&mut self) {
+        if wait_for_port(self.addr, Duration::from_secs(30)) {
+            return;
+        }
+        let status = self.kill();
+        let addr = self.addr;
+        let logs = self.take_logs();
+        panic!("gateway on {addr} did not start ({status:?}); logs:\n{logs}");
+    }
+
+    /// Waits for the child to exit by itself (e.g. a failpoint abort).
+    pub(crate) fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("child already reaped");
+        child.wait().unwrap()
+    }
+
+    /// SIGTERM, wait, assert a clean exit; returns the logs.
+    pub(crate) fn terminate(mut self) -> String {
+        let mut child = self.child.take().expect("child already reaped");
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "SIGTERM failed");
+        let status = child.wait().unwrap();
+        let logs = self.take_logs();
+        assert!(
+            status.success(),
+            "gateway exited with {status:?}; logs:\n{logs}"
+        );
+        logs
+    }
+
+    /// The child's stderr so far (once it has exited).
+    pub(crate) fn take_logs(&mut self) -> String {
+        self.logs
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    fn kill(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = child.kill();
+        child.wait().ok()
+    }
+}
+
+impl Drop for ServeProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `GET path` on a fresh connection (admin endpoints).
+pub(crate) fn get(addr: SocketAddr, path: &str) -> RawResponse {
+    send_raw(addr, &build_request("GET", path, &[], b""))
+}
+
+/// Unix seconds now (the real binary uses the real clock).
+pub(crate) fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
