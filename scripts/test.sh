@@ -3,10 +3,12 @@
 #
 #   PostgreSQL: tests use DATABASE_URL when set, otherwise they start a throwaway cluster with
 #   initdb/pg_ctl (scripts/ensure-postgres.sh installs the distribution's package if missing).
+#   NATS: the delivery tests start their own nats-server -js (scripts/ensure-nats.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/ensure-postgres.sh
+scripts/ensure-nats.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -7,6 +7,8 @@
 
 pub mod envelope;
 pub mod failpoint;
+pub mod gate;
+pub mod retry;
 pub mod seal;
 pub mod status;
 

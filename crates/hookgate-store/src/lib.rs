@@ -14,9 +14,15 @@ use std::sync::Arc;
 
 use hookgate_core::{InboxStatus, Outcome};
 
+pub mod outbox;
 pub mod postgres;
+pub mod processing;
 pub mod sqlite;
 
+pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
+pub use processing::{
+    BusinessChange, FailedAttempt, HandlerOutput, PaymentState, ProcessingError, ProcessingResult,
+};
 pub use sqlite::{CommitStats, SqliteStore};
 
 /// A verified event, sealed, ready to become an inbox row.
@@ -139,9 +145,9 @@ pub enum StoreError {
     Config(String),
 }
 
-/// The store interface shared by every backend.
+/// The store interface shared by every backend. Its outbox half is [`OutboxStore`].
 #[async_trait::async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: OutboxStore + Send + Sync + 'static {
     /// Inserts the row under `UNIQUE(provider, endpoint_id, provider_event_id)` and commits
     /// durably before returning. On conflict, returns the existing row's id.
     async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError>;
@@ -162,6 +168,59 @@ pub trait Store: Send + Sync + 'static {
 
     /// Finishes queued work and stops accepting new work (graceful shutdown).
     async fn close(&self);
+
+    // ---- Processing (DESIGN.md §5–§6; see [`processing`]) ----
+
+    /// Leases up to `limit` due rows: `RECEIVED`, `next_attempt_at <= now_ms`, and no lease or
+    /// an expired one. Each gets `lease_owner = owner`, `lease_until = now_ms + lease_ms` and
+    /// `attempt_count + 1`, committed before returning (PostgreSQL: `FOR UPDATE SKIP LOCKED`,
+    /// so concurrent callers never get the same row; SQLite: a claim through the writer).
+    async fn lease_due(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// Commits the outcome of one leased row in ONE transaction, fenced on the lease
+    /// (`lease_owner = owner AND lease_until > now_ms`, else [`ProcessingError::LeaseLost`]
+    /// and nothing is written): the version gate on `object_state` (when the row has an object
+    /// id and version: apply only if newer; a stale row becomes `PROCESSED`/`stale` and nothing
+    /// else is written), then per handler its `processed_events` marker and, if the marker is
+    /// new, its business changes; one `PENDING` outbox row per destination; and
+    /// `PROCESSED`/`applied`. Returns the outcome.
+    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError>;
+
+    /// Records a failed attempt, fenced like [`Store::complete`]: back to `RECEIVED` due at
+    /// `retry_at_ms`, or `FAILED` when it is `None`; `last_error` bounded; lease released.
+    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError>;
+
+    /// Operator retry: a `FAILED` row becomes `RECEIVED`, due at `now_ms`, attempts reset.
+    /// `false` when the row does not exist or is not `FAILED`.
+    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// The newest applied version of an object (the gate's `object_state`).
+    async fn object_version(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        object_id: &str,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// A row of the `payment_state` projection.
+    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError>;
+
+    /// The consumers with a `processed_events` marker for one event, sorted.
+    async fn processed_markers(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// The destinations with an outbox row for `inbox_id`, sorted.
+    async fn outbox_destinations(&self, inbox_id: &str) -> Result<Vec<String>, StoreError>;
 }
 
 pub type SharedStore = Arc<dyn Store>;

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::state::{AppState, Clock, Runtime};
+use crate::worker::{Processor, WorkerPool};
 use crate::{admin, ingress, telemetry};
 
 /// Opens the backend named by `store.url`.
@@ -44,6 +45,10 @@ pub struct Gateway {
     shutdown: watch::Sender<bool>,
     ingress: JoinHandle<()>,
     admin: Option<JoinHandle<()>>,
+    /// `None` when `[worker] concurrency = 0`.
+    workers: Option<WorkerPool>,
+    /// `None` without destinations or with `[relay] enabled = false`.
+    relay: Option<crate::relay::RelayPool>,
     config_path: PathBuf,
 }
 
@@ -113,6 +118,8 @@ impl Gateway {
             server,
             shutdown_rx,
         ));
+        let workers = start_workers(&state)?;
+        let relay = crate::relay::start(&state).await?;
         tracing::info!(%webhook_addr, admin = ?admin_addr, "hookgate listening");
         Ok(Gateway {
             webhook_addr,
@@ -121,6 +128,8 @@ impl Gateway {
             shutdown,
             ingress,
             admin,
+            workers,
+            relay,
             config_path,
         })
     }
@@ -149,11 +158,51 @@ impl Gateway {
     /// Stops accepting, lets in-flight requests finish (commit and answer), then closes the store.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        let workers = self.workers.map(|pool| {
+            let grace = worker_grace(&self.state);
+            tokio::spawn(pool.shutdown(grace))
+        });
+        let relay = self.relay.map(|pool| {
+            let grace = crate::relay::grace(&self.state);
+            tokio::spawn(pool.shutdown(grace))
+        });
         let _ = self.ingress.await;
+        if let Some(workers) = workers {
+            let _ = workers.await;
+        }
+        if let Some(relay) = relay {
+            let _ = relay.await;
+        }
         if let Some(admin) = self.admin {
             let _ = admin.await;
         }
         self.state.store.close().await;
         tracing::info!("hookgate stopped");
     }
+}
+
+/// Starts `[worker] concurrency` workers on `state` (none when it is 0).
+pub fn start_workers(state: &Arc<AppState>) -> anyhow::Result<Option<WorkerPool>> {
+    let worker = state.runtime.load().config.worker.clone();
+    if worker.concurrency == 0 {
+        return Ok(None);
+    }
+    let processor = Arc::new(Processor::new(state.clone())?);
+    Ok(Some(WorkerPool::start(
+        processor,
+        worker.concurrency,
+        worker.poll_interval,
+    )))
+}
+
+/// How long shutdown waits for in-flight events: at most the lease (after it, the event
+/// would return to the inbox anyway), at most 10 s.
+pub fn worker_grace(state: &AppState) -> std::time::Duration {
+    state
+        .runtime
+        .load()
+        .config
+        .worker
+        .lease
+        .min(std::time::Duration::from_secs(10))
 }

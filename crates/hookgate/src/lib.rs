@@ -11,6 +11,8 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod ingress;
+pub mod relay;
 pub mod secrets;
 pub mod state;
 pub mod telemetry;
+pub mod worker;

@@ -13,6 +13,8 @@
 
 mod accept;
 mod error;
+mod outbox;
+mod processing;
 mod read;
 mod schema;
 
@@ -27,8 +29,10 @@ use tokio::task::JoinHandle;
 use self::accept::Job;
 use self::error::{from_pg, from_pool};
 use crate::{
-    Acceptance, EventFilter, GroupCommitOptions, InboxRecord, NewInboxRow, Store, StoreError,
+    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
+    PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
 };
+use hookgate_core::Outcome;
 
 /// Tuning of the PostgreSQL backend.
 #[derive(Debug, Clone)]
@@ -335,6 +339,95 @@ impl Store for PostgresStore {
             let _ = worker.await;
         }
         self.pool.close();
+    }
+
+    async fn lease_due(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        processing::lease_due(
+            &self.pool,
+            self.options.request_timeout,
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+        )
+        .await
+    }
+
+    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
+        processing::complete(&self.pool, self.options.request_timeout, &result).await
+    }
+
+    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError> {
+        processing::fail_attempt(&self.pool, self.options.request_timeout, &attempt).await
+    }
+
+    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        processing::retry_event(&self.pool, self.options.request_timeout, inbox_id, now_ms).await
+    }
+
+    async fn object_version(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        object_id: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client
+                .prepare_cached(processing::OBJECT_VERSION_SQL)
+                .await?;
+            client
+                .query_opt(&stmt, &[&provider, &endpoint_id, &object_id])
+                .await
+        })
+        .await;
+        Ok(finish_read(client, res)?.map(|r| r.get(0)))
+    }
+
+    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client.prepare_cached(processing::PAYMENT_STATE_SQL).await?;
+            client.query_opt(&stmt, &[&object_id]).await
+        })
+        .await;
+        finish_read(client, res)?
+            .as_ref()
+            .map(processing::payment_state)
+            .transpose()
+    }
+
+    async fn processed_markers(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client.prepare_cached(processing::MARKERS_SQL).await?;
+            client
+                .query(&stmt, &[&provider, &endpoint_id, &provider_event_id])
+                .await
+        })
+        .await;
+        Ok(finish_read(client, res)?.iter().map(|r| r.get(0)).collect())
+    }
+
+    async fn outbox_destinations(&self, inbox_id: &str) -> Result<Vec<String>, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client.prepare_cached(processing::OUTBOX_SQL).await?;
+            client.query(&stmt, &[&inbox_id]).await
+        })
+        .await;
+        Ok(finish_read(client, res)?.iter().map(|r| r.get(0)).collect())
     }
 }
 

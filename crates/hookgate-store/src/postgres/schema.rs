@@ -10,8 +10,13 @@ use super::error::{Failure, classify, describe, from_pg};
 use crate::StoreError;
 
 /// `(version, sql)` in ascending order; a version, once released, never changes.
-pub(super) const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("../../migrations/postgres/0001_init.sql"))];
+pub(super) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/postgres/0001_init.sql")),
+    (
+        2,
+        include_str!("../../migrations/postgres/0002_processing.sql"),
+    ),
+];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).
 const MIGRATION_LOCK: i64 = 0x686f_6f6b_6761_7465;

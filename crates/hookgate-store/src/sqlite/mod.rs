@@ -13,6 +13,8 @@
 //! queued, commits it, answers it, and exits; `close` then joins the thread.
 
 mod error;
+mod outbox;
+mod processing;
 mod read;
 mod schema;
 mod writer;
@@ -30,10 +32,12 @@ use tokio::sync::oneshot;
 
 use self::error::from_sqlite;
 use self::read::ReadPool;
-use self::writer::{Counters, Job, Writer};
+use self::writer::{Command, Counters, Job, Writer};
 use crate::{
-    Acceptance, EventFilter, GroupCommitOptions, InboxRecord, NewInboxRow, Store, StoreError,
+    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
+    PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
 };
+use hookgate_core::Outcome;
 
 /// How long a connection waits on a lock held by another connection (or process) before
 /// reporting busy. Only the writer takes write locks, so this mainly covers checkpoints and
@@ -51,7 +55,7 @@ pub struct SqliteStore {
     path: PathBuf,
     /// The writer's queue; `None` once closed, so later acceptances fail fast. Locked only
     /// around a non-blocking `try_send`, never across an `.await`.
-    sender: Mutex<Option<SyncSender<Job>>>,
+    sender: Mutex<Option<SyncSender<Command>>>,
     /// Joined by `close`, after the queue is drained.
     writer: Mutex<Option<JoinHandle<()>>>,
     reads: Arc<ReadPool>,
@@ -207,7 +211,7 @@ impl Store for SqliteStore {
                 return Err(StoreError::Unavailable("sqlite store is closed".into()));
             };
             // Never block the runtime: a full queue sheds the request (503, provider retries).
-            match sender.try_send(Job { row, reply }) {
+            match sender.try_send(Command::Accept(Job { row, reply })) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded),
                 Err(TrySendError::Disconnected(_)) => {
@@ -274,6 +278,70 @@ impl Store for SqliteStore {
             }
         }
         self.reads.clear();
+    }
+
+    async fn lease_due(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease_due_impl(owner, now_ms, lease_ms, limit).await
+    }
+
+    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
+        self.complete_impl(result).await
+    }
+
+    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError> {
+        self.fail_attempt_impl(attempt).await
+    }
+
+    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        self.retry_event_impl(inbox_id, now_ms).await
+    }
+
+    async fn object_version(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        object_id: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let key = (
+            provider.to_owned(),
+            endpoint_id.to_owned(),
+            object_id.to_owned(),
+        );
+        self.read(move |conn| processing::object_version(conn, &key.0, &key.1, &key.2))
+            .await
+    }
+
+    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError> {
+        let object_id = object_id.to_owned();
+        self.read(move |conn| processing::payment_state(conn, &object_id))
+            .await
+    }
+
+    async fn processed_markers(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let key = (
+            provider.to_owned(),
+            endpoint_id.to_owned(),
+            provider_event_id.to_owned(),
+        );
+        self.read(move |conn| processing::processed_markers(conn, &key.0, &key.1, &key.2))
+            .await
+    }
+
+    async fn outbox_destinations(&self, inbox_id: &str) -> Result<Vec<String>, StoreError> {
+        let inbox_id = inbox_id.to_owned();
+        self.read(move |conn| processing::outbox_destinations(conn, &inbox_id))
+            .await
     }
 }
 

@@ -84,11 +84,11 @@ impl std::fmt::Display for CorruptValue {
 
 impl std::error::Error for CorruptValue {}
 
-fn corrupt(msg: String) -> rusqlite::Error {
+pub(super) fn corrupt(msg: String) -> rusqlite::Error {
     rusqlite::Error::ToSqlConversionFailure(Box::new(CorruptValue(msg)))
 }
 
-fn from_row_error(err: rusqlite::Error) -> StoreError {
+pub(super) fn from_row_error(err: rusqlite::Error) -> StoreError {
     match &err {
         rusqlite::Error::ToSqlConversionFailure(inner) => {
             match inner.downcast_ref::<CorruptValue>() {
@@ -100,12 +100,12 @@ fn from_row_error(err: rusqlite::Error) -> StoreError {
     }
 }
 
-const COLUMNS: &str = "inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id, \
+pub(super) const COLUMNS: &str = "inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id, \
      object_version, provider_created_at, received_at, payload, payload_key_version, \
      payload_digest, matched_secret_version, status, outcome, attempt_count, next_attempt_at, \
      last_error, processed_at";
 
-fn record(r: &Row<'_>) -> rusqlite::Result<InboxRecord> {
+pub(super) fn record(r: &Row<'_>) -> rusqlite::Result<InboxRecord> {
     let status: String = r.get(13)?;
     let status = status
         .parse::<InboxStatus>()

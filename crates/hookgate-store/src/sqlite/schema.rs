@@ -10,8 +10,13 @@ use super::error::from_sqlite;
 use crate::StoreError;
 
 /// `(version, sql)` in ascending order; a version, once released, never changes.
-pub(super) const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("../../migrations/sqlite/0001_init.sql"))];
+pub(super) const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (
+        2,
+        include_str!("../../migrations/sqlite/0002_processing.sql"),
+    ),
+];
 
 /// The schema version this build writes.
 pub(super) fn latest_version() -> i64 {
@@ -77,12 +82,12 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(n, 1);
+        assert_eq!(n, 2);
     }
 
     #[test]

@@ -32,6 +32,20 @@ use super::error::{from_sqlite, is_environmental};
 use super::open_write_connection;
 use crate::{Acceptance, GroupCommitOptions, NewInboxRow, StoreError};
 
+/// What the writer thread is asked to do.
+// Acceptances are the hot path: kept inline (no allocation per request); the rare
+// processing command is the small one.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Command {
+    /// An acceptance: group-committed with whatever other acceptances are queued.
+    Accept(Job),
+    /// A processing write (lease, complete, fail, retry; see `processing.rs`): runs alone,
+    /// between group-commit batches, in its own short transaction, and answers its caller
+    /// itself. Returns whether the connection looks broken. Dropped unrun (so its caller sees
+    /// the writer gone) only when no connection can be opened.
+    Exec(Box<dyn FnOnce(&Connection) -> bool + Send>),
+}
+
 /// One acceptance waiting for the writer.
 pub(super) struct Job {
     pub(super) row: NewInboxRow,
@@ -86,7 +100,7 @@ impl Writer {
     }
 
     /// The thread body: runs until every sender is dropped and the queue is drained.
-    pub(super) fn run(mut self, rx: Receiver<Job>) {
+    pub(super) fn run(mut self, rx: Receiver<Command>) {
         let max_batch = if self.options.enabled {
             self.options.max_batch.max(1)
         } else {
@@ -95,16 +109,50 @@ impl Writer {
         let mut batch = Vec::with_capacity(max_batch);
         // `recv` keeps returning queued jobs after the last sender is gone, so close drains.
         while let Ok(first) = rx.recv() {
-            batch.push(first);
-            while batch.len() < max_batch {
-                match rx.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
+            let mut next = Some(first);
+            while let Some(command) = next.take() {
+                match command {
+                    Command::Exec(f) => self.exec(f),
+                    Command::Accept(job) => {
+                        batch.push(job);
+                        while batch.len() < max_batch {
+                            match rx.try_recv() {
+                                Ok(Command::Accept(job)) => batch.push(job),
+                                // Runs right after this batch, keeping queue order.
+                                Ok(other) => {
+                                    next = Some(other);
+                                    break;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        self.run_batch(&mut batch);
+                    }
                 }
             }
-            self.run_batch(&mut batch);
         }
         tracing::debug!("sqlite writer stopped");
+    }
+
+    /// Runs one processing command on the write connection (reopened if needed) and leaves
+    /// no transaction open behind it.
+    fn exec(&mut self, f: Box<dyn FnOnce(&Connection) -> bool + Send>) {
+        if self.conn.is_none() {
+            match open_write_connection(&self.path) {
+                Ok(conn) => self.conn = Some(conn),
+                Err(err) => {
+                    tracing::warn!(error = %err, "sqlite writer cannot open its connection");
+                    return;
+                }
+            }
+        }
+        let Some(conn) = self.conn.as_ref() else {
+            return;
+        };
+        let suspect = f(conn);
+        if suspect || !conn.is_autocommit() {
+            self.after_failure(suspect);
+        }
     }
 
     /// Runs one group-commit transaction over `batch` and answers every job in it.

@@ -25,6 +25,14 @@ use hookgate_store::{Acceptance, EventFilter, NewInboxRow, Store, StoreError};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+mod processing;
+// Reached as `conformance::<check>` by the macro; unused in binaries that skip it.
+#[allow(unused_imports)]
+pub use processing::*;
+mod outbox;
+#[allow(unused_imports)]
+pub use outbox::*;
+
 /// One `#[tokio::test]` per conformance check, each on a store from `$fresh().await`, which
 /// returns `(Arc<dyn Store>, guard)`; the guard (temp dir, test database) lives until the end.
 #[allow(unused_macros)]
@@ -40,6 +48,16 @@ macro_rules! conformance_tests {
             payload_stored_as_given,
             ping_and_counts,
             close_rejects_new_work,
+            lease_claims_due_rows_once,
+            concurrent_leases_never_share_a_row,
+            expired_lease_is_taken_over_and_old_holder_is_fenced,
+            version_gate_converges_for_every_order,
+            unversioned_events_skip_the_gate_and_newest_fetch_wins,
+            failed_attempts_back_off_fail_and_retry,
+            outbox_leases_per_destination_and_fences_marks,
+            outbox_reschedules_fails_and_retries_only_failed,
+            concurrent_delivery_leases_never_share_a_row,
+            stale_event_gets_no_outbox_row,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {

@@ -1,6 +1,9 @@
 //! Command-line interface: `serve`, `config check`, `send`.
 
+pub mod bench;
+pub mod events;
 pub mod send;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +41,18 @@ pub enum Command {
     },
     /// Sign a payload exactly as the endpoint's provider would and POST it to the gateway.
     Send(send::SendArgs),
+    /// Load-generate signed traffic against a running gateway, then verify its store.
+    Bench(bench::BenchArgs),
+    /// Run the processing workers alone (no webhook listener), for split deployments.
+    Worker {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Inspect and retry stored events.
+    Events {
+        #[command(subcommand)]
+        command: events::EventsCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -70,6 +85,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 .build()?;
             rt.block_on(send::run(args))
         }
+        Command::Bench(args) => bench::run_blocking(args),
+        Command::Worker { config } => worker::run(config),
+        Command::Events { command } => events::run(command),
     }
 }
 

@@ -3,6 +3,7 @@
 //! A bad configuration fails at start-up (or on a reload, which then keeps the running one)
 //! with a message naming the key and the problem — never at the first request.
 
+pub mod destinations;
 pub mod raw;
 
 use std::net::SocketAddr;
@@ -11,12 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
+use hookgate_core::retry::RetryPolicy;
 use hookgate_providers::{ProviderKind, SecretMaterial};
 use hookgate_store::GroupCommitOptions;
 use ipnet::IpNet;
 use zeroize::Zeroizing;
 
-use crate::secrets::{self, SecretSource};
+use crate::secrets::{self, SecretSource, SecretString};
 use raw::{RawConfig, RawEndpoint, RawRate};
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -99,6 +101,66 @@ pub struct EndpointConfig {
     pub secrets: Vec<SecretVersion>,
     /// Budget on *verified* traffic; beyond it: 429.
     pub rate_limit: Option<Rate>,
+    /// Backoff of transient processing failures (`retry = { base_ms, cap_ms, max_attempts }`).
+    pub retry: RetryPolicy,
+    /// Business handlers run by the workers for this endpoint's events, in order.
+    pub handlers: Vec<HandlerKind>,
+    /// JSON pointer to the object id in the verified body (Standard Webhooks / Svix).
+    pub object_id_pointer: Option<String>,
+    /// JSON pointer to the authoritative object version (an integer) in the verified body.
+    pub object_version_pointer: Option<String>,
+    /// `[[destinations]]` ids this endpoint's processed events are delivered to (fan-out):
+    /// one outbox row each, written by the processing transaction.
+    pub destinations: Vec<String>,
+}
+
+/// The business handlers a config can name (`handlers = [...]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerKind {
+    /// Stripe payment state projection: fetches the object's current state from Stripe's API.
+    PaymentsProjection,
+}
+
+impl HandlerKind {
+    pub const ALL: &'static [HandlerKind] = &[HandlerKind::PaymentsProjection];
+
+    /// The name in config, also the `processed_events` consumer name.
+    pub fn name(self) -> &'static str {
+        match self {
+            HandlerKind::PaymentsProjection => "payments_projection",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|h| h.name() == name)
+    }
+}
+
+/// `[worker]`: the processing pool beside ingress (DESIGN.md §5).
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Workers in `hookgate serve` (and `hookgate worker`); 0 = ingress only.
+    pub concurrency: usize,
+    /// How long a leased row is this worker's; a crashed worker's rows return after it.
+    pub lease: Duration,
+    /// Sleep of an idle worker before it looks for due rows again.
+    pub poll_interval: Duration,
+}
+
+/// `[providers.stripe]`: Stripe's REST API, for handlers that fetch current object state.
+#[derive(Debug, Clone)]
+pub struct StripeApiConfig {
+    /// Without a trailing slash, e.g. `https://api.stripe.com`.
+    pub api_base: String,
+    pub api_key: SecretString,
+    pub api_key_source: SecretSource,
+    pub timeout: Duration,
+}
+
+/// `[providers.*]`.
+#[derive(Debug, Clone, Default)]
+pub struct ProvidersConfig {
+    pub stripe: Option<StripeApiConfig>,
 }
 
 impl EndpointConfig {
@@ -168,6 +230,12 @@ pub struct Config {
     pub payload_keys: PayloadKeys,
     pub log: LogConfig,
     pub endpoints: Vec<EndpointConfig>,
+    pub worker: WorkerConfig,
+    pub providers: ProvidersConfig,
+    /// `[relay]`: the outbox relay.
+    pub relay: destinations::RelayConfig,
+    /// `[[destinations]]`, in file order.
+    pub destinations: Vec<destinations::DestinationConfig>,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }
@@ -322,13 +390,29 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config, ConfigErr
         level: raw.log.level.unwrap_or_else(|| "info".into()),
     };
 
+    let worker = resolve_worker(raw.worker.as_ref())?;
+    let providers = resolve_providers(raw.providers.as_ref(), base, &mut warnings)?;
+
+    let relay = destinations::resolve_relay(raw.relay.as_ref())?;
+    let destinations =
+        destinations::resolve_destinations(raw.destinations, &relay, base, &mut warnings)?;
+
     let mut endpoints: Vec<EndpointConfig> = Vec::with_capacity(raw.endpoints.len());
-    for (i, e) in raw.endpoints.into_iter().enumerate() {
-        let ep = resolve_endpoint(e, i, base, &mut warnings)?;
+    for (i, mut e) in raw.endpoints.into_iter().enumerate() {
+        let wanted_destinations = e.destinations.take();
+        let mut ep = resolve_endpoint(e, i, base, &mut warnings)?;
+        ep.destinations =
+            destinations::resolve_endpoint_destinations(wanted_destinations, i, &destinations)?;
         if endpoints.iter().any(|other| other.id == ep.id) {
             return Err(err(
                 format!("endpoints[{i}].id"),
                 format!("duplicate endpoint id {:?}", ep.id),
+            ));
+        }
+        if ep.handlers.contains(&HandlerKind::PaymentsProjection) && providers.stripe.is_none() {
+            return Err(err(
+                format!("endpoints[{i}].handlers"),
+                "payments_projection fetches from Stripe's API: configure [providers.stripe]",
             ));
         }
         endpoints.push(ep);
@@ -345,8 +429,135 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config, ConfigErr
         payload_keys,
         log,
         endpoints,
+        worker,
+        providers,
+        relay,
+        destinations,
         warnings,
     })
+}
+
+fn resolve_worker(raw: Option<&raw::RawWorker>) -> Result<WorkerConfig, ConfigError> {
+    let concurrency = raw.and_then(|w| w.concurrency).unwrap_or(4);
+    if concurrency > 1024 {
+        return Err(err("worker.concurrency", "must be at most 1024"));
+    }
+    let lease_seconds = raw.and_then(|w| w.lease_seconds).unwrap_or(30);
+    if lease_seconds == 0 || lease_seconds > 24 * 3600 {
+        return Err(err("worker.lease_seconds", "must be between 1 and 86400"));
+    }
+    let poll_ms = raw.and_then(|w| w.poll_interval_ms).unwrap_or(200);
+    if poll_ms == 0 || poll_ms > 60_000 {
+        return Err(err(
+            "worker.poll_interval_ms",
+            "must be between 1 and 60000",
+        ));
+    }
+    Ok(WorkerConfig {
+        concurrency,
+        lease: Duration::from_secs(lease_seconds),
+        poll_interval: Duration::from_millis(poll_ms),
+    })
+}
+
+fn resolve_providers(
+    raw: Option<&raw::RawProviders>,
+    base: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<ProvidersConfig, ConfigError> {
+    let Some(stripe) = raw.and_then(|p| p.stripe.as_ref()) else {
+        return Ok(ProvidersConfig::default());
+    };
+    let api_base = stripe
+        .api_base
+        .as_deref()
+        .unwrap_or("https://api.stripe.com")
+        .trim()
+        .trim_end_matches('/')
+        .to_owned();
+    if !(api_base.starts_with("https://") || api_base.starts_with("http://"))
+        || reqwest::Url::parse(&api_base).is_err()
+    {
+        return Err(err(
+            "providers.stripe.api_base",
+            "must be an http(s) URL, e.g. https://api.stripe.com",
+        ));
+    }
+    let (api_key_source, api_key) =
+        secrets::resolve(&stripe.api_key, base).map_err(|e| err("providers.stripe.api_key", e))?;
+    if api_key_source == SecretSource::Literal {
+        warnings.push(
+            "providers.stripe.api_key is a literal in the config file; use env: or file: outside development"
+                .into(),
+        );
+    }
+    let timeout_ms = stripe.timeout_ms.unwrap_or(10_000);
+    if timeout_ms == 0 || timeout_ms > 120_000 {
+        return Err(err(
+            "providers.stripe.timeout_ms",
+            "must be between 1 and 120000",
+        ));
+    }
+    Ok(ProvidersConfig {
+        stripe: Some(StripeApiConfig {
+            api_base,
+            api_key,
+            api_key_source,
+            timeout: Duration::from_millis(timeout_ms),
+        }),
+    })
+}
+
+fn resolve_retry(raw: Option<raw::RawRetry>, at: &str) -> Result<RetryPolicy, ConfigError> {
+    let defaults = RetryPolicy::default();
+    let Some(r) = raw else { return Ok(defaults) };
+    let policy = RetryPolicy {
+        base_ms: r.base_ms.unwrap_or(defaults.base_ms),
+        cap_ms: r
+            .cap_ms
+            .unwrap_or(defaults.cap_ms.max(r.base_ms.unwrap_or(0))),
+        max_attempts: r.max_attempts.unwrap_or(defaults.max_attempts),
+    };
+    if policy.base_ms == 0 {
+        return Err(err(format!("{at}.base_ms"), "must be greater than 0"));
+    }
+    if policy.cap_ms < policy.base_ms {
+        return Err(err(format!("{at}.cap_ms"), "must be at least base_ms"));
+    }
+    if policy.max_attempts == 0 || policy.max_attempts > 1000 {
+        return Err(err(
+            format!("{at}.max_attempts"),
+            "must be between 1 and 1000",
+        ));
+    }
+    Ok(policy)
+}
+
+/// A JSON pointer (RFC 6901): empty or starting with `/`.
+fn resolve_pointer(
+    value: Option<String>,
+    key: String,
+    provider: ProviderKind,
+) -> Result<Option<String>, ConfigError> {
+    let Some(pointer) = value else {
+        return Ok(None);
+    };
+    if !matches!(
+        provider,
+        ProviderKind::StandardWebhooks | ProviderKind::Svix
+    ) {
+        return Err(err(
+            key,
+            format!(
+                "only Standard Webhooks and Svix endpoints take object pointers; {} extracts its own",
+                provider.id()
+            ),
+        ));
+    }
+    if !(pointer.is_empty() || pointer.starts_with('/')) {
+        return Err(err(key, "must be a JSON pointer, e.g. /data/version"));
+    }
+    Ok(Some(pointer))
 }
 
 fn positive(value: Option<usize>, default: usize, key: &str) -> Result<usize, ConfigError> {
@@ -521,7 +732,40 @@ fn resolve_endpoint(
             retired: s.retired,
         });
     }
+    let mut handlers = Vec::new();
+    for (j, name) in e.handlers.iter().flatten().enumerate() {
+        let key = format!("endpoints[{i}].handlers[{j}]");
+        let known: Vec<&str> = HandlerKind::ALL.iter().map(|h| h.name()).collect();
+        let kind = HandlerKind::from_name(name).ok_or_else(|| {
+            err(
+                &key,
+                format!("unknown handler {name:?}; known: {}", known.join(", ")),
+            )
+        })?;
+        if handlers.contains(&kind) {
+            return Err(err(&key, format!("duplicate handler {name:?}")));
+        }
+        if kind == HandlerKind::PaymentsProjection && provider != ProviderKind::Stripe {
+            return Err(err(
+                &key,
+                "payments_projection handles Stripe endpoints only",
+            ));
+        }
+        handlers.push(kind);
+    }
+    let object_id_pointer =
+        resolve_pointer(e.object_id_pointer, at("object_id_pointer"), provider)?;
+    let object_version_pointer = resolve_pointer(
+        e.object_version_pointer,
+        at("object_version_pointer"),
+        provider,
+    )?;
     Ok(EndpointConfig {
+        retry: resolve_retry(e.retry, &at("retry"))?,
+        handlers,
+        object_id_pointer,
+        object_version_pointer,
+        destinations: Vec::new(),
         id: e.id,
         provider,
         tolerance_seconds: e.tolerance_seconds.or(adapter.default_tolerance_seconds()),
@@ -601,6 +845,22 @@ pub fn render_redacted(c: &Config) -> String {
         },
         c.log.level
     );
+    let _ = writeln!(
+        out,
+        "\n[worker]\nconcurrency = {}\nlease_seconds = {}\npoll_interval_ms = {}",
+        c.worker.concurrency,
+        c.worker.lease.as_secs(),
+        c.worker.poll_interval.as_millis()
+    );
+    if let Some(s) = &c.providers.stripe {
+        let _ = writeln!(
+            out,
+            "\n[providers.stripe]\napi_base = \"{}\"\n# api_key from {} (redacted)\ntimeout_ms = {}",
+            s.api_base,
+            s.api_key_source,
+            s.timeout.as_millis()
+        );
+    }
     for e in &c.endpoints {
         let _ = writeln!(
             out,
@@ -632,6 +892,22 @@ pub fn render_redacted(c: &Config) -> String {
                 r.per_second, r.burst
             );
         }
+        let _ = writeln!(
+            out,
+            "retry = {{ base_ms = {}, cap_ms = {}, max_attempts = {} }}",
+            e.retry.base_ms, e.retry.cap_ms, e.retry.max_attempts
+        );
+        let names: Vec<&str> = e.handlers.iter().map(|h| h.name()).collect();
+        let _ = writeln!(out, "handlers = {names:?}");
+        if !e.destinations.is_empty() {
+            let _ = writeln!(out, "destinations = {:?}", e.destinations);
+        }
+        if let Some(p) = &e.object_id_pointer {
+            let _ = writeln!(out, "object_id_pointer = {p:?}");
+        }
+        if let Some(p) = &e.object_version_pointer {
+            let _ = writeln!(out, "object_version_pointer = {p:?}");
+        }
         for sv in &e.secrets {
             let mut state = String::new();
             if sv.retired {
@@ -650,6 +926,7 @@ pub fn render_redacted(c: &Config) -> String {
             );
         }
     }
+    destinations::render(&c.relay, &c.destinations, &mut out);
     out
 }
 

@@ -15,6 +15,47 @@ pub struct RawConfig {
     pub log: RawLog,
     #[serde(default)]
     pub endpoints: Vec<RawEndpoint>,
+    #[serde(default)]
+    pub worker: Option<RawWorker>,
+    #[serde(default)]
+    pub providers: Option<RawProviders>,
+    #[serde(default)]
+    pub relay: Option<super::destinations::RawRelay>,
+    #[serde(default)]
+    pub destinations: Vec<super::destinations::RawDestination>,
+}
+
+/// `[worker]`: the processing pool (DESIGN.md §5).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWorker {
+    pub concurrency: Option<usize>,
+    pub lease_seconds: Option<u64>,
+    pub poll_interval_ms: Option<u64>,
+}
+
+/// `[providers.*]`: provider APIs the handlers call.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProviders {
+    pub stripe: Option<RawStripeApi>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStripeApi {
+    pub api_base: Option<String>,
+    pub api_key: String,
+    pub timeout_ms: Option<u64>,
+}
+
+/// Per-endpoint `retry = { base_ms, cap_ms, max_attempts }`.
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetry {
+    pub base_ms: Option<u64>,
+    pub cap_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -92,6 +133,11 @@ pub struct RawEndpoint {
     pub allowed_event_types: Option<Vec<String>>,
     pub secrets: Vec<RawSecret>,
     pub rate_limit: Option<RawRate>,
+    pub retry: Option<RawRetry>,
+    pub handlers: Option<Vec<String>>,
+    pub object_id_pointer: Option<String>,
+    pub object_version_pointer: Option<String>,
+    pub destinations: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,9 +3,12 @@
 
 mod support;
 
+mod bench;
 mod cli;
 mod crash;
+mod delivery;
 mod pipeline;
 mod postgres;
+mod processing;
 mod tls;
 mod vectors;

@@ -20,13 +20,15 @@ pub(crate) fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
 
-/// Config text for a gateway on port 0 with the given `[[endpoints]]` tables appended.
+/// Config text for a gateway on port 0 with the given `[[endpoints]]` tables appended. No
+/// workers run (ingress tests see rows as accepted); processing tests drive them.
 pub(crate) fn config_text(db: &Path, extra_server: &str, endpoints: &str) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n{extra_server}\n\
          [admin]\nlisten = \"127.0.0.1:0\"\n\
          [store]\nurl = {}\n\
          [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
+         [worker]\nconcurrency = 0\n\
          {endpoints}\n",
         q(&format!("sqlite://{}", db.display()))
     )

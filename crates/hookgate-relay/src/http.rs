@@ -1,0 +1,424 @@
+//! HTTP destinations: POST the provider's original bytes to an internal service, re-signed
+//! with Standard Webhooks so the service can verify that the gateway sent it.
+//!
+//! Headers of every request:
+//!
+//! | header | value |
+//! | --- | --- |
+//! | `Idempotency-Key`, `webhook-id` | the inbox id (stable across retries and re-deliveries) |
+//! | `webhook-timestamp` | unix seconds of this attempt |
+//! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` per signing secret, space-separated |
+//! | `X-Hookgate-Provider`, `X-Hookgate-Endpoint`, `X-Hookgate-Event-Id`, `X-Hookgate-Event-Type` | the event's metadata (sanitised) |
+//!
+//! Signing reuses `hookgate_providers`' Standard Webhooks adapter (`<id>.<timestamp>.<body>`).
+//! Results: 2xx delivered; 408, 429 (with `Retry-After`), 5xx, timeouts and connection errors
+//! transient; any other status permanent. Redirects are not followed (permanent).
+//!
+//! A URL whose host is, or resolves to, a private, loopback, link-local or otherwise
+//! non-public address is refused unless `allow_private_network` is set: IP literals at
+//! construction, names at every connection (a resolver that filters what DNS returns, so a
+//! name re-pointed at an internal address later is refused too).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookgate_providers::{ProviderKind, SecretMaterial, SignRequest};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::{Delivered, DeliveryError, Destination, Message, header_safe};
+
+/// Longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+
+/// A resolved HTTP destination (`kind = "http"`).
+#[derive(Clone)]
+pub struct HttpSettings {
+    pub id: String,
+    pub url: url::Url,
+    pub timeout: Duration,
+    /// Extra headers sent with every request (after the defaults, so they can override
+    /// `Content-Type`; never the signature, id or `X-Hookgate-*` headers).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// `whsec_` secrets, decoded; every one signs (rotation: add the new, then drop the old).
+    pub signing_secrets: Vec<Arc<SecretMaterial>>,
+    pub allow_private_network: bool,
+}
+
+impl fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("id", &self.id)
+            .field("url", &redacted_url(&self.url))
+            .field("timeout", &self.timeout)
+            .field("headers", &self.headers.len())
+            .field("signing_secrets", &self.signing_secrets.len())
+            .field("allow_private_network", &self.allow_private_network)
+            .finish()
+    }
+}
+
+/// The URL without userinfo or query (for logs and `config check`).
+pub fn redacted_url(url: &url::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    if u.query().is_some() {
+        u.set_query(Some("<redacted>"));
+    }
+    u.to_string()
+}
+
+/// Whether `ip` is outside the public internet (loopback, private, link-local, CGNAT,
+/// unspecified, multicast, documentation, unique-local, IPv4-mapped private...).
+pub fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xC0) == 64)
+                || (o[0] == 198 && (o[1] & 0xFE) == 18)
+                || o[0] >= 240
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_private(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xFE00) == 0xFC00
+                || (s[0] & 0xFFC0) == 0xFE80
+                || (s[0] == 0x2001 && s[1] == 0x0DB8)
+                || (s[0] == 0x0064 && s[1] == 0xFF9B)
+        }
+    }
+}
+
+/// The resolver error that marks a refused private address (found again in the error chain).
+#[derive(Debug)]
+struct PrivateAddress;
+
+impl fmt::Display for PrivateAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the destination resolves to a private or loopback address")
+    }
+}
+
+impl std::error::Error for PrivateAddress {}
+
+/// DNS through the system resolver, refusing any answer that contains a non-public address.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if addrs.iter().any(|a| is_private(a.ip())) {
+                return Err(Box::new(PrivateAddress) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// An HTTP destination.
+pub struct HttpDestination {
+    settings: HttpSettings,
+    client: reqwest::Client,
+}
+
+impl HttpDestination {
+    /// Builds the client. Fails for a URL that is not http(s), has no host, or is a private IP
+    /// literal without `allow_private_network`.
+    pub fn new(settings: HttpSettings) -> Result<HttpDestination, String> {
+        if !matches!(settings.url.scheme(), "http" | "https") {
+            return Err("url must be http:// or https://".into());
+        }
+        let Some(host) = settings.url.host() else {
+            return Err("url has no host".into());
+        };
+        if !settings.allow_private_network {
+            let literal = match host {
+                url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+                url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+                url::Host::Domain(d) if d.eq_ignore_ascii_case("localhost") => {
+                    Some(IpAddr::from([127, 0, 0, 1]))
+                }
+                url::Host::Domain(_) => None,
+            };
+            if literal.is_some_and(is_private) {
+                return Err(
+                    "url is a private or loopback address; set allow_private_network = true to allow it"
+                        .into(),
+                );
+            }
+        }
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("hookgate/", env!("CARGO_PKG_VERSION")))
+            .timeout(settings.timeout)
+            .connect_timeout(settings.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(Duration::from_secs(60));
+        if !settings.allow_private_network {
+            builder = builder.dns_resolver(Arc::new(PublicOnly));
+        }
+        let client = builder
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(HttpDestination { settings, client })
+    }
+
+    /// The headers of one request (see the module docs).
+    pub fn headers(&self, m: &Message<'_>) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let content_type = match m.body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{' | b'[') => "application/json",
+            _ => "application/octet-stream",
+        };
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(content_type),
+        );
+        for (name, value) in &self.settings.headers {
+            h.insert(name.clone(), value.clone());
+        }
+        let put = |h: &mut HeaderMap, name: &'static str, value: &str| {
+            if let Ok(v) = HeaderValue::from_str(&header_safe(value)) {
+                h.insert(HeaderName::from_static(name), v);
+            }
+        };
+        put(&mut h, "idempotency-key", m.inbox_id);
+        put(&mut h, "x-hookgate-provider", m.provider);
+        put(&mut h, "x-hookgate-endpoint", m.endpoint_id);
+        put(&mut h, "x-hookgate-event-id", m.provider_event_id);
+        put(&mut h, "x-hookgate-event-type", m.event_type.unwrap_or(""));
+        for (name, value) in sign(&self.settings.signing_secrets, m) {
+            h.insert(name, value);
+        }
+        h
+    }
+}
+
+/// Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature` with one
+/// `v1,` entry per secret), computed by `hookgate_providers`' adapter. No secrets: only the id
+/// and timestamp headers.
+pub fn sign(secrets: &[Arc<SecretMaterial>], m: &Message<'_>) -> Vec<(HeaderName, HeaderValue)> {
+    let adapter = ProviderKind::StandardWebhooks.adapter();
+    let request = SignRequest {
+        event_id: m.inbox_id,
+        event_type: m.event_type,
+        timestamp: m.timestamp,
+        body: m.body,
+    };
+    let mut out: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    let mut signatures = Vec::new();
+    for secret in secrets {
+        for (name, value) in adapter.sign(secret, &request) {
+            match name.as_str() {
+                "webhook-signature" => {
+                    if let Ok(v) = value.to_str() {
+                        signatures.push(v.to_owned());
+                    }
+                }
+                "webhook-id" | "webhook-timestamp" if !out.iter().any(|(n, _)| *n == name) => {
+                    out.push((name, value));
+                }
+                _ => {}
+            }
+        }
+    }
+    if secrets.is_empty() {
+        // Unsigned, but the id and timestamp still travel (the id is the idempotency key).
+        if let Ok(v) = HeaderValue::from_str(&header_safe(m.inbox_id)) {
+            out.push((HeaderName::from_static("webhook-id"), v));
+        }
+        out.push((
+            HeaderName::from_static("webhook-timestamp"),
+            HeaderValue::from(m.timestamp),
+        ));
+    }
+    if !signatures.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&signatures.join(" "))
+    {
+        out.push((HeaderName::from_static("webhook-signature"), v));
+    }
+    out
+}
+
+/// `Retry-After` in seconds (HTTP dates are not honoured; the backoff applies instead).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let secs: u64 = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
+}
+
+/// Classifies a response status (see the module docs).
+pub fn classify(status: u16, headers: &HeaderMap) -> Result<(), DeliveryError> {
+    match status {
+        200..=299 => Ok(()),
+        408 | 429 | 500..=599 => Err(DeliveryError::Transient {
+            reason: format!("http status {status}"),
+            retry_after: if status == 429 || status == 503 {
+                retry_after(headers)
+            } else {
+                None
+            },
+        }),
+        _ => Err(DeliveryError::Permanent(format!("http status {status}"))),
+    }
+}
+
+/// A redacted description of a client error: its kind and the causes, never the URL.
+fn describe(e: &reqwest::Error, timeout: Duration) -> DeliveryError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    let mut causes = Vec::new();
+    while let Some(s) = source {
+        if s.downcast_ref::<PrivateAddress>().is_some() {
+            return DeliveryError::Permanent(PrivateAddress.to_string());
+        }
+        causes.push(s.to_string());
+        source = s.source();
+    }
+    if e.is_timeout() {
+        return DeliveryError::transient(format!("timed out after {} ms", timeout.as_millis()));
+    }
+    let kind = if e.is_connect() {
+        "connection failed"
+    } else if e.is_body() || e.is_request() {
+        "request failed"
+    } else {
+        "http error"
+    };
+    causes.dedup();
+    let detail = causes.last().map(|c| format!(": {c}")).unwrap_or_default();
+    DeliveryError::transient(format!("{kind}{detail}"))
+}
+
+#[async_trait::async_trait]
+impl Destination for HttpDestination {
+    fn id(&self) -> &str {
+        &self.settings.id
+    }
+
+    async fn deliver(&self, m: &Message<'_>) -> Result<Delivered, DeliveryError> {
+        let response = self
+            .client
+            .post(self.settings.url.clone())
+            .headers(self.headers(m))
+            .body(m.body.to_vec())
+            .send()
+            .await
+            .map_err(|e| describe(&e, self.settings.timeout))?;
+        let status = response.status().as_u16();
+        let result = classify(status, response.headers());
+        // The body is not read: nothing of it is needed, and an unbounded read is banned.
+        drop(response);
+        result.map(|()| Delivered::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700:4700::1111"] {
+            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn statuses() {
+        let none = HeaderMap::new();
+        assert!(classify(200, &none).is_ok());
+        assert!(classify(204, &none).is_ok());
+        for s in [408, 429, 500, 502, 503, 504] {
+            assert!(
+                matches!(classify(s, &none), Err(DeliveryError::Transient { .. })),
+                "{s}"
+            );
+        }
+        for s in [301, 400, 401, 403, 404, 410, 422] {
+            assert!(
+                matches!(classify(s, &none), Err(DeliveryError::Permanent(_))),
+                "{s}"
+            );
+        }
+        let mut h = HeaderMap::new();
+        h.insert(http::header::RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(
+            classify(429, &h),
+            Err(DeliveryError::Transient {
+                reason: "http status 429".into(),
+                retry_after: Some(Duration::from_secs(7))
+            })
+        );
+    }
+
+    fn settings(url: &str, allow: bool) -> HttpSettings {
+        HttpSettings {
+            id: "d".into(),
+            url: url.parse().unwrap(),
+            timeout: Duration::from_secs(1),
+            headers: Vec::new(),
+            signing_secrets: Vec::new(),
+            allow_private_network: allow,
+        }
+    }
+
+    #[test]
+    fn private_literals_are_refused_unless_allowed() {
+        for url in [
+            "http://127.0.0.1:9/x",
+            "http://localhost/x",
+            "http://[::1]/",
+            "http://10.0.0.1/",
+        ] {
+            assert!(HttpDestination::new(settings(url, false)).is_err(), "{url}");
+            assert!(HttpDestination::new(settings(url, true)).is_ok(), "{url}");
+        }
+        assert!(HttpDestination::new(settings("ftp://example.com/", true)).is_err());
+        assert!(HttpDestination::new(settings("https://example.com/hook", false)).is_ok());
+    }
+
+    #[tokio::test]
+    async fn names_resolving_to_private_addresses_are_refused() {
+        use reqwest::dns::Resolve;
+        let refused = PublicOnly.resolve("localhost".parse().unwrap()).await;
+        let err = refused.err().expect("localhost resolves to loopback");
+        assert!(err.downcast_ref::<PrivateAddress>().is_some(), "{err}");
+    }
+}

@@ -1,0 +1,106 @@
+//! hookgate's delivery side: the [`Destination`] trait and its kinds (DESIGN.md §5, step 3).
+//!
+//! The relay (in the binary, `relay/`) leases `PENDING` outbox rows, opens the sealed payload
+//! and hands each event to its destination here as a [`Message`]. A destination does the
+//! network I/O and classifies the result: `Ok` (delivered: a 2xx, a JetStream publish ack),
+//! [`DeliveryError::Transient`] (try again after backoff) or [`DeliveryError::Permanent`]
+//! (`FAILED`, retryable by an operator). Only this crate knows broker and HTTP clients.
+//!
+//! Every outbound message carries the inbox id as its idempotency key: `Idempotency-Key` and
+//! `webhook-id` over HTTP, `Nats-Msg-Id: <inbox_id>:<destination>` on JetStream. Publishing
+//! may happen twice (a crash between publish and mark); consumers dedupe on the inbox id.
+//!
+//! - [`http`]: POST with the provider's original bytes, re-signed with Standard Webhooks.
+//! - [`nats`]: JetStream publish with an explicit duplicate window.
+//! - [`subject`]: subject templates with sanitised tokens.
+
+pub mod http;
+pub mod nats;
+pub mod subject;
+
+use std::fmt;
+use std::time::Duration;
+
+/// One event to deliver. `Debug` never shows the body.
+pub struct Message<'a> {
+    /// The idempotency key.
+    pub inbox_id: &'a str,
+    pub provider: &'a str,
+    pub endpoint_id: &'a str,
+    pub provider_event_id: &'a str,
+    pub event_type: Option<&'a str>,
+    /// The provider's original bytes, as verified.
+    pub body: &'a [u8],
+    /// Unix seconds of this attempt (signed into `webhook-timestamp`).
+    pub timestamp: i64,
+}
+
+impl fmt::Debug for Message<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("inbox_id", &self.inbox_id)
+            .field("provider", &self.provider)
+            .field("endpoint_id", &self.endpoint_id)
+            .field("body_len", &self.body.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a delivery did not succeed. Messages are redacted by construction: status codes, error
+/// kinds, never bodies, secrets or URLs with credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeliveryError {
+    /// Worth retrying (5xx, 408, 429, timeout, connection refused, no ack): backoff with full
+    /// jitter; `retry_after` (from `Retry-After`) is a floor on the wait.
+    #[error("transient: {reason}")]
+    Transient {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    /// Will not succeed as is (other 4xx, refused address): `FAILED`.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+impl DeliveryError {
+    pub fn transient(reason: impl Into<String>) -> Self {
+        DeliveryError::Transient {
+            reason: reason.into(),
+            retry_after: None,
+        }
+    }
+}
+
+/// What a successful delivery knew (for logs and tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Delivered {
+    /// The destination said it had seen this idempotency key already (JetStream's duplicate
+    /// window). HTTP destinations cannot tell.
+    pub duplicate: bool,
+}
+
+/// A configured destination. Implementations are shared by concurrent deliveries.
+#[async_trait::async_trait]
+pub trait Destination: Send + Sync {
+    /// The destination id from config (`[[destinations]] id`).
+    fn id(&self) -> &str;
+
+    /// Delivers one message; never holds anything the store owns.
+    async fn deliver(&self, message: &Message<'_>) -> Result<Delivered, DeliveryError>;
+}
+
+/// A header value from untrusted text: visible ASCII and spaces only (others become `_`), at
+/// most 256 bytes.
+pub fn header_safe(value: &str) -> String {
+    value
+        .chars()
+        .take(256)
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,376 @@
+//! The outbox on PostgreSQL (see `crate::outbox`).
+//!
+//! Each claim or result is one short transaction on a pooled connection, bounded by the
+//! request timeout; nothing slow runs inside it (the relay delivers between transactions).
+//! Several gateway instances may relay from one database: `FOR UPDATE SKIP LOCKED` hands each
+//! due row to one of them, and the lease fence decides who may record the result. Deadlocks
+//! and serialization failures retry the whole transaction.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool, Transaction};
+use hookgate_core::OutboxStatus;
+use tokio_postgres::Row;
+
+use super::error::{Failure, classify, classify_commit, from_pool};
+use super::read::{COLUMNS, record};
+use super::{PostgresStore, finish_read};
+use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
+use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
+
+const MAX_ATTEMPTS: u32 = 5;
+
+const OUTBOX_COLUMNS: &str = "outbox_id, inbox_id, destination, status, attempt_count, \
+     next_attempt_at, last_error, created_at, delivered_at";
+
+enum Failed {
+    LeaseLost,
+    Db(Failure),
+}
+
+impl From<tokio_postgres::Error> for Failed {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failed::Db(classify(&e))
+    }
+}
+
+fn to_processing(f: Failed) -> ProcessingError {
+    match f {
+        Failed::LeaseLost => ProcessingError::LeaseLost,
+        Failed::Db(Failure::Fail(e)) => ProcessingError::Store(e),
+        Failed::Db(Failure::Retry(m) | Failure::Rejected(m)) => {
+            ProcessingError::Store(StoreError::Unavailable(m))
+        }
+    }
+}
+
+fn store_only(f: Failed) -> StoreError {
+    match to_processing(f) {
+        ProcessingError::Store(e) => e,
+        ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
+    }
+}
+
+fn outbox_record(r: &Row) -> Result<OutboxRecord, StoreError> {
+    let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("outbox row: {e}"));
+    let status: String = r.try_get(3).map_err(corrupt)?;
+    Ok(OutboxRecord {
+        outbox_id: r.try_get(0).map_err(corrupt)?,
+        inbox_id: r.try_get(1).map_err(corrupt)?,
+        destination: r.try_get(2).map_err(corrupt)?,
+        status: status
+            .parse::<OutboxStatus>()
+            .map_err(|_| StoreError::Corrupt("outbox row has an unknown status".into()))?,
+        attempt_count: r.try_get(4).map_err(corrupt)?,
+        next_attempt_at_ms: r.try_get(5).map_err(corrupt)?,
+        last_error: r.try_get(6).map_err(corrupt)?,
+        created_at_ms: r.try_get(7).map_err(corrupt)?,
+        delivered_at_ms: r.try_get(8).map_err(corrupt)?,
+    })
+}
+
+/// One outbox write, run by [`with_transaction`].
+enum Op<'r> {
+    Lease {
+        destination: &'r str,
+        owner: &'r str,
+        now_ms: i64,
+        lease_until: i64,
+        limit: i64,
+    },
+    Delivered {
+        outbox_id: &'r str,
+        owner: &'r str,
+        now_ms: i64,
+    },
+    Fail(&'r FailedDelivery),
+    Retry {
+        inbox_id: &'r str,
+        now_ms: i64,
+    },
+}
+
+enum Done {
+    Leased(Vec<(Row, Option<Row>)>),
+    Count(u64),
+}
+
+async fn with_transaction(pool: &Pool, timeout: Duration, op: &Op<'_>) -> Result<Done, Failed> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut client: Object = pool
+            .get()
+            .await
+            .map_err(|e| Failed::Db(Failure::Fail(from_pool(e))))?;
+        let mut committing = false;
+        let run = async {
+            let tx = client.transaction().await?;
+            let value = run_op(&tx, op).await?;
+            committing = true;
+            tx.commit()
+                .await
+                .map_err(|e| Failed::Db(classify_commit(&e)))?;
+            Ok::<Done, Failed>(value)
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(Failed::Db(Failure::Retry(msg)))) if attempt < MAX_ATTEMPTS => {
+                tracing::debug!(attempt, error = %msg, "postgres outbox: retrying transaction");
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 3)).await;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                drop(Object::take(client));
+                return Err(Failed::Db(Failure::Fail(if committing {
+                    StoreError::CommitUnknown("database did not answer COMMIT in time".into())
+                } else {
+                    StoreError::Unavailable("database did not answer in time".into())
+                })));
+            }
+        }
+    }
+}
+
+async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
+    match op {
+        Op::Lease {
+            destination,
+            owner,
+            now_ms,
+            lease_until,
+            limit,
+        } => {
+            let prefixed: Vec<String> = OUTBOX_COLUMNS
+                .split(',')
+                .map(|c| format!("o.{}", c.trim()))
+                .collect();
+            let sql = format!(
+                "WITH due AS ( \
+                     SELECT outbox_id FROM outbox \
+                     WHERE status = 'PENDING' AND destination = $1 \
+                       AND (next_attempt_at IS NULL OR next_attempt_at <= $2) \
+                       AND (lease_until IS NULL OR lease_until <= $2) \
+                     ORDER BY next_attempt_at NULLS FIRST, created_at \
+                     LIMIT $5 \
+                     FOR UPDATE SKIP LOCKED) \
+                 UPDATE outbox AS o SET lease_owner = $3, lease_until = $4, \
+                     attempt_count = o.attempt_count + 1 \
+                 FROM due WHERE o.outbox_id = due.outbox_id \
+                 RETURNING {}",
+                prefixed.join(", ")
+            );
+            let stmt = tx.prepare_cached(&sql).await?;
+            let rows = tx
+                .query(&stmt, &[destination, now_ms, owner, lease_until, limit])
+                .await?;
+            let get = tx
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = $1"))
+                .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                let inbox_id: String = row.get(1);
+                let event = tx.query_opt(&get, &[&inbox_id]).await?;
+                out.push((row, event));
+            }
+            Ok(Done::Leased(out))
+        }
+        Op::Delivered {
+            outbox_id,
+            owner,
+            now_ms,
+        } => {
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE outbox SET status = 'DELIVERED', delivered_at = $3, \
+                         next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, \
+                         last_error = NULL \
+                     WHERE outbox_id = $1 AND status = 'PENDING' \
+                       AND lease_owner = $2 AND lease_until > $3",
+                )
+                .await?;
+            if tx.execute(&stmt, &[outbox_id, owner, now_ms]).await? == 0 {
+                return Err(Failed::LeaseLost);
+            }
+            Ok(Done::Count(1))
+        }
+        Op::Fail(f) => {
+            let status = match f.retry_at_ms {
+                Some(_) => "PENDING",
+                None => "FAILED",
+            };
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE outbox SET status = $4, next_attempt_at = $5, last_error = $6, \
+                         lease_owner = NULL, lease_until = NULL \
+                     WHERE outbox_id = $1 AND status = 'PENDING' \
+                       AND lease_owner = $2 AND lease_until > $3",
+                )
+                .await?;
+            let n = tx
+                .execute(
+                    &stmt,
+                    &[
+                        &f.outbox_id,
+                        &f.owner,
+                        &f.now_ms,
+                        &status,
+                        &f.retry_at_ms,
+                        &f.stored_error(),
+                    ],
+                )
+                .await?;
+            if n == 0 {
+                return Err(Failed::LeaseLost);
+            }
+            Ok(Done::Count(1))
+        }
+        Op::Retry { inbox_id, now_ms } => {
+            let stmt = tx
+                .prepare_cached(
+                    "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
+                         next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
+                     WHERE inbox_id = $1 AND status = 'FAILED'",
+                )
+                .await?;
+            Ok(Done::Count(tx.execute(&stmt, &[inbox_id, now_ms]).await?))
+        }
+    }
+}
+
+fn unexpected() -> StoreError {
+    StoreError::Corrupt("unexpected outbox result".into())
+}
+
+#[async_trait::async_trait]
+impl OutboxStore for PostgresStore {
+    async fn lease_deliveries(
+        &self,
+        destination: &str,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<LeasedDelivery>, StoreError> {
+        let op = Op::Lease {
+            destination,
+            owner,
+            now_ms,
+            lease_until: now_ms.saturating_add(lease_ms.max(1)),
+            limit: i64::from(limit),
+        };
+        let Done::Leased(rows) = with_transaction(&self.pool, self.options.request_timeout, &op)
+            .await
+            .map_err(store_only)?
+        else {
+            return Err(unexpected());
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (delivery, event) in rows {
+            if let Some(event) = event {
+                out.push(LeasedDelivery {
+                    delivery: outbox_record(&delivery)?,
+                    event: record(&event)?,
+                });
+            }
+        }
+        out.sort_by(|a, b| {
+            (a.delivery.next_attempt_at_ms, a.delivery.created_at_ms)
+                .cmp(&(b.delivery.next_attempt_at_ms, b.delivery.created_at_ms))
+        });
+        Ok(out)
+    }
+
+    async fn mark_delivered(
+        &self,
+        outbox_id: &str,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<(), ProcessingError> {
+        let op = Op::Delivered {
+            outbox_id,
+            owner,
+            now_ms,
+        };
+        with_transaction(&self.pool, self.options.request_timeout, &op)
+            .await
+            .map(|_| ())
+            .map_err(to_processing)
+    }
+
+    async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError> {
+        with_transaction(
+            &self.pool,
+            self.options.request_timeout,
+            &Op::Fail(&failure),
+        )
+        .await
+        .map(|_| ())
+        .map_err(to_processing)
+    }
+
+    async fn retry_deliveries(&self, inbox_id: &str, now_ms: i64) -> Result<u64, StoreError> {
+        match with_transaction(
+            &self.pool,
+            self.options.request_timeout,
+            &Op::Retry { inbox_id, now_ms },
+        )
+        .await
+        .map_err(store_only)?
+        {
+            Done::Count(n) => Ok(n),
+            Done::Leased(_) => Err(unexpected()),
+        }
+    }
+
+    async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE inbox_id = $1 \
+             ORDER BY destination COLLATE \"C\""
+        );
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client.prepare_cached(&sql).await?;
+            client.query(&stmt, &[&inbox_id]).await
+        })
+        .await;
+        finish_read(client, res)?
+            .iter()
+            .map(outbox_record)
+            .collect()
+    }
+
+    async fn events_with_failed_deliveries(
+        &self,
+        filter: &EventFilter,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM inbox WHERE inbox_id IN \
+                 (SELECT inbox_id FROM outbox WHERE status = 'FAILED') \
+               AND ($1::TEXT IS NULL OR endpoint_id = $1) \
+             ORDER BY received_at DESC, inbox_id DESC LIMIT $2"
+        );
+        let endpoint_id = filter.endpoint_id.as_deref();
+        let limit = filter.limit.map(i64::from);
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client.prepare_cached(&sql).await?;
+            client.query(&stmt, &[&endpoint_id, &limit]).await
+        })
+        .await;
+        finish_read(client, res)?.iter().map(record).collect()
+    }
+
+    async fn count_deliveries(&self, status: OutboxStatus) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client
+                .prepare_cached("SELECT count(*) FROM outbox WHERE status = $1")
+                .await?;
+            client.query_one(&stmt, &[&status.as_str()]).await
+        })
+        .await;
+        let n: i64 = finish_read(client, res)?.get(0);
+        u64::try_from(n).map_err(|_| StoreError::Corrupt("negative row count".into()))
+    }
+}

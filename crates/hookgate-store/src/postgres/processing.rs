@@ -1,0 +1,441 @@
+//! Processing on PostgreSQL: leases (`FOR UPDATE SKIP LOCKED`), fenced completion with the
+//! version gate, failed attempts and operator retries.
+//!
+//! Every write is one short transaction on a pooled connection, bounded by the request
+//! timeout; nothing slow runs inside it (workers do their network calls before calling in).
+//! Several gateway instances may lease from one database: `SKIP LOCKED` hands each due row to
+//! one of them, and the lease fence (`lease_owner`, `lease_until`) decides who may complete.
+//! Deadlocks and serialization failures retry the whole transaction.
+
+use std::time::Duration;
+
+use deadpool_postgres::Transaction;
+use deadpool_postgres::{Object, Pool};
+use hookgate_core::Outcome;
+
+use super::error::{Failure, classify, classify_commit, from_pool};
+use super::read::{COLUMNS, record};
+use crate::processing::{
+    BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
+};
+use crate::{InboxRecord, StoreError};
+
+/// Attempts of one processing transaction on deadlock / serialization failure.
+const MAX_ATTEMPTS: u32 = 5;
+
+enum Failed {
+    LeaseLost,
+    Db(Failure),
+}
+
+impl From<tokio_postgres::Error> for Failed {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failed::Db(classify(&e))
+    }
+}
+
+fn to_processing(f: Failed) -> ProcessingError {
+    match f {
+        Failed::LeaseLost => ProcessingError::LeaseLost,
+        Failed::Db(Failure::Fail(e)) => ProcessingError::Store(e),
+        Failed::Db(Failure::Retry(m) | Failure::Rejected(m)) => {
+            ProcessingError::Store(StoreError::Unavailable(m))
+        }
+    }
+}
+
+fn store_only(e: ProcessingError) -> StoreError {
+    match e {
+        ProcessingError::Store(e) => e,
+        ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
+    }
+}
+
+/// `i.col, i.col, ...` for statements joining the inbox with something else.
+fn prefixed_columns() -> String {
+    COLUMNS
+        .split(',')
+        .map(|c| format!("i.{}", c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One processing write, run by [`with_transaction`].
+enum Op<'r> {
+    Lease {
+        owner: &'r str,
+        now_ms: i64,
+        lease_until: i64,
+        limit: i64,
+    },
+    Complete(&'r ProcessingResult),
+    Fail(&'r FailedAttempt),
+    Retry {
+        inbox_id: &'r str,
+        now_ms: i64,
+    },
+}
+
+enum Done {
+    Rows(Vec<tokio_postgres::Row>),
+    Outcome(Outcome),
+    Unit,
+    Flag(bool),
+}
+
+/// Runs `op` in one transaction (retrying deadlocks), within `timeout` per attempt. A
+/// connection that timed out is discarded.
+async fn with_transaction(pool: &Pool, timeout: Duration, op: &Op<'_>) -> Result<Done, Failed> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut client: Object = pool
+            .get()
+            .await
+            .map_err(|e| Failed::Db(Failure::Fail(from_pool(e))))?;
+        let mut committing = false;
+        let run = async {
+            let tx = client.transaction().await?;
+            let value = match op {
+                Op::Lease {
+                    owner,
+                    now_ms,
+                    lease_until,
+                    limit,
+                } => Done::Rows(lease_in(&tx, owner, *now_ms, *lease_until, *limit).await?),
+                Op::Complete(r) => Done::Outcome(complete_in(&tx, r).await?),
+                Op::Fail(a) => {
+                    fail_in(&tx, a).await?;
+                    Done::Unit
+                }
+                Op::Retry { inbox_id, now_ms } => {
+                    Done::Flag(retry_in(&tx, inbox_id, *now_ms).await?)
+                }
+            };
+            committing = true;
+            tx.commit()
+                .await
+                .map_err(|e| Failed::Db(classify_commit(&e)))?;
+            Ok::<Done, Failed>(value)
+        };
+        let result = tokio::time::timeout(timeout, run).await;
+        match result {
+            Ok(Ok(value)) => return Ok(value),
+            Ok(Err(Failed::Db(Failure::Retry(msg)))) if attempt < MAX_ATTEMPTS => {
+                tracing::debug!(attempt, error = %msg, "postgres processing: retrying transaction");
+                tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 3)).await;
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                drop(Object::take(client));
+                return Err(Failed::Db(Failure::Fail(if committing {
+                    StoreError::CommitUnknown("database did not answer COMMIT in time".into())
+                } else {
+                    StoreError::Unavailable("database did not answer in time".into())
+                })));
+            }
+        }
+    }
+}
+
+fn unexpected() -> StoreError {
+    StoreError::Corrupt("unexpected processing result".into())
+}
+
+pub(super) async fn lease_due(
+    pool: &Pool,
+    timeout: Duration,
+    owner: &str,
+    now_ms: i64,
+    lease_ms: i64,
+    limit: u32,
+) -> Result<Vec<InboxRecord>, StoreError> {
+    let op = Op::Lease {
+        owner,
+        now_ms,
+        lease_until: now_ms.saturating_add(lease_ms.max(1)),
+        limit: i64::from(limit),
+    };
+    match with_transaction(pool, timeout, &op)
+        .await
+        .map_err(|f| store_only(to_processing(f)))?
+    {
+        Done::Rows(rows) => rows.iter().map(record).collect(),
+        _ => Err(unexpected()),
+    }
+}
+
+async fn lease_in(
+    tx: &Transaction<'_>,
+    owner: &str,
+    now_ms: i64,
+    lease_until: i64,
+    limit: i64,
+) -> Result<Vec<tokio_postgres::Row>, Failed> {
+    let sql = format!(
+        "WITH due AS ( \
+             SELECT inbox_id FROM inbox \
+             WHERE status = 'RECEIVED' \
+               AND (next_attempt_at IS NULL OR next_attempt_at <= $1) \
+               AND (lease_until IS NULL OR lease_until <= $1) \
+             ORDER BY next_attempt_at NULLS FIRST \
+             LIMIT $4 \
+             FOR UPDATE SKIP LOCKED) \
+         UPDATE inbox AS i SET lease_owner = $2, lease_until = $3, \
+             attempt_count = i.attempt_count + 1 \
+         FROM due WHERE i.inbox_id = due.inbox_id \
+         RETURNING {}",
+        prefixed_columns()
+    );
+    let stmt = tx.prepare_cached(&sql).await?;
+    Ok(tx
+        .query(&stmt, &[&now_ms, &owner, &lease_until, &limit])
+        .await?)
+}
+
+pub(super) async fn complete(
+    pool: &Pool,
+    timeout: Duration,
+    result: &ProcessingResult,
+) -> Result<Outcome, ProcessingError> {
+    match with_transaction(pool, timeout, &Op::Complete(result))
+        .await
+        .map_err(to_processing)?
+    {
+        Done::Outcome(o) => Ok(o),
+        _ => Err(unexpected().into()),
+    }
+}
+async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Failed> {
+    let fence = tx
+        .prepare_cached(
+            "SELECT provider, endpoint_id, provider_event_id, object_id, object_version \
+             FROM inbox WHERE inbox_id = $1 AND status = 'RECEIVED' \
+               AND lease_owner = $2 AND lease_until > $3 \
+             FOR UPDATE",
+        )
+        .await?;
+    let Some(row) = tx
+        .query_opt(&fence, &[&r.inbox_id, &r.owner, &r.now_ms])
+        .await?
+    else {
+        return Err(Failed::LeaseLost);
+    };
+    let provider: String = row.get(0);
+    let endpoint_id: String = row.get(1);
+    let event_id: String = row.get(2);
+    let object_id: Option<String> = row.get(3);
+    let object_version: Option<i64> = row.get(4);
+
+    // The version gate: compare-and-set, applied only when strictly newer. Concurrent
+    // writers of one object serialise on its row (or its unique-index entry).
+    let mut outcome = Outcome::Applied;
+    if let (Some(object_id), Some(version)) = (&object_id, object_version) {
+        let gate = tx
+            .prepare_cached(
+                "INSERT INTO object_state (provider, endpoint_id, object_id, version, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (provider, endpoint_id, object_id) DO UPDATE \
+                     SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at \
+                     WHERE EXCLUDED.version > object_state.version",
+            )
+            .await?;
+        let n = tx
+            .execute(
+                &gate,
+                &[&provider, &endpoint_id, object_id, &version, &r.now_ms],
+            )
+            .await?;
+        if n == 0 {
+            outcome = Outcome::Stale;
+        }
+    }
+
+    if outcome == Outcome::Applied {
+        let marker = tx
+            .prepare_cached(
+                "INSERT INTO processed_events (provider, endpoint_id, provider_event_id, consumer) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            )
+            .await?;
+        for handler in &r.handlers {
+            let fresh = tx
+                .execute(
+                    &marker,
+                    &[&provider, &endpoint_id, &event_id, &handler.consumer],
+                )
+                .await?;
+            if fresh == 1 {
+                for change in &handler.changes {
+                    apply_change(tx, change).await?;
+                }
+            }
+        }
+        if !r.destinations.is_empty() {
+            let outbox = tx
+                .prepare_cached(
+                    "INSERT INTO outbox (outbox_id, inbox_id, destination, status, attempt_count, \
+                         next_attempt_at, created_at) \
+                     VALUES ($1, $2, $3, 'PENDING', 0, $4, $4) ON CONFLICT DO NOTHING",
+                )
+                .await?;
+            for destination in &r.destinations {
+                let outbox_id = format!("{}:{destination}", r.inbox_id);
+                tx.execute(&outbox, &[&outbox_id, &r.inbox_id, destination, &r.now_ms])
+                    .await?;
+            }
+        }
+    }
+
+    let done = tx
+        .prepare_cached(
+            "UPDATE inbox SET status = 'PROCESSED', outcome = $2, processed_at = $3, \
+                 next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, \
+                 last_error = NULL \
+             WHERE inbox_id = $1",
+        )
+        .await?;
+    tx.execute(&done, &[&r.inbox_id, &outcome.as_str(), &r.now_ms])
+        .await?;
+    Ok(outcome)
+}
+
+async fn apply_change(tx: &Transaction<'_>, change: &BusinessChange) -> Result<(), Failed> {
+    match change {
+        BusinessChange::UpsertPaymentState {
+            object_id,
+            object_type,
+            status,
+            amount,
+            currency,
+            refreshed_at_ms,
+            last_event_id,
+        } => {
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO payment_state (object_id, object_type, status, amount, currency, \
+                         refreshed_at, last_event_id, write_count) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, 1) \
+                     ON CONFLICT (object_id) DO UPDATE SET object_type = EXCLUDED.object_type, \
+                         status = EXCLUDED.status, amount = EXCLUDED.amount, \
+                         currency = EXCLUDED.currency, refreshed_at = EXCLUDED.refreshed_at, \
+                         last_event_id = EXCLUDED.last_event_id, \
+                         write_count = payment_state.write_count + 1 \
+                     WHERE EXCLUDED.refreshed_at >= payment_state.refreshed_at",
+                )
+                .await?;
+            tx.execute(
+                &stmt,
+                &[
+                    object_id,
+                    object_type,
+                    status,
+                    amount,
+                    currency,
+                    refreshed_at_ms,
+                    last_event_id,
+                ],
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn fail_attempt(
+    pool: &Pool,
+    timeout: Duration,
+    attempt: &FailedAttempt,
+) -> Result<(), ProcessingError> {
+    with_transaction(pool, timeout, &Op::Fail(attempt))
+        .await
+        .map(|_| ())
+        .map_err(to_processing)
+}
+
+async fn fail_in(tx: &Transaction<'_>, a: &FailedAttempt) -> Result<(), Failed> {
+    let status = match a.retry_at_ms {
+        Some(_) => "RECEIVED",
+        None => "FAILED",
+    };
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE inbox SET status = $4, next_attempt_at = $5, last_error = $6, \
+                 lease_owner = NULL, lease_until = NULL \
+             WHERE inbox_id = $1 AND status = 'RECEIVED' \
+               AND lease_owner = $2 AND lease_until > $3",
+        )
+        .await?;
+    let n = tx
+        .execute(
+            &stmt,
+            &[
+                &a.inbox_id,
+                &a.owner,
+                &a.now_ms,
+                &status,
+                &a.retry_at_ms,
+                &a.stored_error(),
+            ],
+        )
+        .await?;
+    if n == 0 {
+        return Err(Failed::LeaseLost);
+    }
+    Ok(())
+}
+
+pub(super) async fn retry_event(
+    pool: &Pool,
+    timeout: Duration,
+    inbox_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    match with_transaction(pool, timeout, &Op::Retry { inbox_id, now_ms })
+        .await
+        .map_err(|f| store_only(to_processing(f)))?
+    {
+        Done::Flag(f) => Ok(f),
+        _ => Err(unexpected()),
+    }
+}
+
+async fn retry_in(tx: &Transaction<'_>, inbox_id: &str, now_ms: i64) -> Result<bool, Failed> {
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, attempt_count = 0, \
+                 next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
+             WHERE inbox_id = $1 AND status = 'FAILED'",
+        )
+        .await?;
+    Ok(tx.execute(&stmt, &[&inbox_id, &now_ms]).await? == 1)
+}
+
+// ---- Reads ----
+
+pub(super) const OBJECT_VERSION_SQL: &str = "SELECT version FROM object_state \
+     WHERE provider = $1 AND endpoint_id = $2 AND object_id = $3";
+
+pub(super) const PAYMENT_STATE_SQL: &str = "SELECT object_id, object_type, status, amount, \
+     currency, refreshed_at, last_event_id, write_count FROM payment_state WHERE object_id = $1";
+
+pub(super) const MARKERS_SQL: &str = "SELECT consumer FROM processed_events \
+     WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3 \
+     ORDER BY consumer COLLATE \"C\"";
+
+pub(super) const OUTBOX_SQL: &str = "SELECT destination FROM outbox WHERE inbox_id = $1 \
+     ORDER BY destination COLLATE \"C\"";
+
+pub(super) fn payment_state(r: &tokio_postgres::Row) -> Result<PaymentState, StoreError> {
+    let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("payment_state: {e}"));
+    Ok(PaymentState {
+        object_id: r.try_get(0).map_err(corrupt)?,
+        object_type: r.try_get(1).map_err(corrupt)?,
+        status: r.try_get(2).map_err(corrupt)?,
+        amount: r.try_get(3).map_err(corrupt)?,
+        currency: r.try_get(4).map_err(corrupt)?,
+        refreshed_at_ms: r.try_get(5).map_err(corrupt)?,
+        last_event_id: r.try_get(6).map_err(corrupt)?,
+        write_count: r.try_get(7).map_err(corrupt)?,
+    })
+}

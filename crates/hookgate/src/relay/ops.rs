@@ -1,0 +1,48 @@
+//! What operators see of deliveries (`hookgate events list|show|retry`): the outbox half of
+//! the event commands, kept here so the CLI stays a thin caller.
+
+use hookgate_core::InboxStatus;
+use hookgate_store::{EventFilter, InboxRecord, OutboxRecord, SharedStore, StoreError};
+use serde_json::{Value, json};
+
+/// `events list`: with `--status failed`, events whose processing failed OR that have a
+/// FAILED delivery (the inbox row of the latter stays PROCESSED), newest first.
+pub async fn list_events(
+    store: &SharedStore,
+    filter: &EventFilter,
+) -> Result<Vec<InboxRecord>, StoreError> {
+    let mut events = store.list_events(filter).await?;
+    if filter.status == Some(InboxStatus::Failed) {
+        for e in store.events_with_failed_deliveries(filter).await? {
+            if !events.iter().any(|x| x.inbox_id == e.inbox_id) {
+                events.push(e);
+            }
+        }
+        events
+            .sort_by(|a, b| (b.received_at_ms, &b.inbox_id).cmp(&(a.received_at_ms, &a.inbox_id)));
+        if let Some(limit) = filter.limit {
+            events.truncate(limit as usize);
+        }
+    }
+    Ok(events)
+}
+
+/// `events show`: one JSON object per delivery.
+pub fn deliveries_json(deliveries: &[OutboxRecord]) -> Value {
+    Value::Array(
+        deliveries
+            .iter()
+            .map(|d| {
+                json!({
+                    "destination": d.destination,
+                    "status": d.status.as_str(),
+                    "attempt_count": d.attempt_count,
+                    "next_attempt_at_ms": d.next_attempt_at_ms,
+                    "last_error": d.last_error,
+                    "created_at_ms": d.created_at_ms,
+                    "delivered_at_ms": d.delivered_at_ms,
+                })
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,330 @@
+//! Workers: lease due inbox rows, run the endpoint's handlers, commit the outcome
+//! (DESIGN.md §5–§6).
+//!
+//! For one leased row: decrypt the sealed payload with the runtime keyring (only when the
+//! endpoint has handlers), run every handler's `prepare` (network I/O allowed; no transaction,
+//! nothing inside the store's writer) and `apply` (pure), then ONE store call,
+//! [`Store::complete`], commits the version gate, the business changes, the markers, the
+//! outbox rows and `PROCESSED`, fenced on the lease. A transient handler failure schedules the
+//! next attempt with full-jitter backoff (per-endpoint `retry`); a schema or permanent
+//! failure, or exhausted attempts, is `FAILED`. `last_error` names the handler and the error
+//! kind only (never payload bytes or secrets) and is bounded.
+//!
+//! Leases are not renewed: a row whose processing outlives `[worker] lease_seconds` returns to
+//! the inbox, another worker may take it, and the slow worker's commit is refused
+//! (`LeaseLost`) — so keep handler timeouts below the lease.
+//!
+//! [`Processor::run_once`] does one unit of work without sleeping (tests drain with it);
+//! [`WorkerPool`] runs `concurrency` loops of it with a short idle sleep.
+
+pub mod handler;
+pub mod payments;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookgate_core::RowIdentity;
+use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, RetryDecision, bounded};
+use hookgate_store::{
+    FailedAttempt, HandlerOutput, InboxRecord, ProcessingError, ProcessingResult, StoreError,
+};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use self::handler::{Handler, HandlerError, VerifiedEvent};
+use self::payments::{PaymentsProjection, StripeFetcher};
+use crate::config::HandlerKind;
+use crate::state::{AppState, Runtime};
+
+/// Runs leased rows through their endpoint's handlers and commits the outcome.
+pub struct Processor {
+    state: Arc<AppState>,
+    http: reqwest::Client,
+}
+
+/// How one leased row ended, for logs and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Processed {
+    Completed(hookgate_core::Outcome),
+    /// Back to RECEIVED, due at this time.
+    Retrying {
+        at_ms: i64,
+    },
+    Failed,
+    /// The lease was lost before the commit; another worker owns the row.
+    LeaseLost,
+    /// The store failed; the row returns after its lease.
+    StoreFailed,
+}
+
+impl Processor {
+    pub fn new(state: Arc<AppState>) -> anyhow::Result<Processor> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("hookgate/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(5))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Processor { state, http })
+    }
+
+    /// Leases up to `limit` due rows for `owner` and processes them one after another;
+    /// returns what became of each (empty: nothing was due). Never sleeps.
+    pub async fn run_once(&self, owner: &str, limit: u32) -> Result<Vec<Processed>, StoreError> {
+        let runtime = self.state.runtime.load_full();
+        let lease_ms = i64::try_from(runtime.config.worker.lease.as_millis()).unwrap_or(i64::MAX);
+        let now = self.state.clock.now_ms();
+        let leased = self
+            .state
+            .store
+            .lease_due(owner, now, lease_ms, limit)
+            .await?;
+        let mut out = Vec::with_capacity(leased.len());
+        for record in leased {
+            out.push(self.process(owner, &runtime, record).await);
+        }
+        Ok(out)
+    }
+
+    async fn process(&self, owner: &str, runtime: &Runtime, record: InboxRecord) -> Processed {
+        hookgate_core::fail_point!("worker.after_lease");
+        let Some(endpoint) = runtime.endpoints.get(&record.endpoint_id) else {
+            return self
+                .fail(
+                    owner,
+                    &record,
+                    None,
+                    HandlerError::Permanent("endpoint is no longer configured".into()),
+                )
+                .await;
+        };
+        let cfg = &endpoint.config;
+        let mut outputs = Vec::with_capacity(cfg.handlers.len());
+        if !cfg.handlers.is_empty() {
+            let event = match self.open(runtime, &record) {
+                Ok(event) => event,
+                Err(e) => return self.fail(owner, &record, Some(&cfg.retry), e).await,
+            };
+            for kind in &cfg.handlers {
+                let result = match kind {
+                    HandlerKind::PaymentsProjection => {
+                        let Some(stripe) = runtime.config.providers.stripe.clone() else {
+                            let e = HandlerError::Permanent(
+                                "[providers.stripe] is not configured".into(),
+                            );
+                            return self
+                                .fail_handler(owner, &record, &cfg.retry, kind.name(), e)
+                                .await;
+                        };
+                        let fetcher = StripeFetcher::new(self.http.clone(), stripe);
+                        self.run_handler(&PaymentsProjection::new(Arc::new(fetcher)), &event)
+                            .await
+                    }
+                };
+                match result {
+                    Ok(output) => outputs.push(output),
+                    Err(e) => {
+                        return self
+                            .fail_handler(owner, &record, &cfg.retry, kind.name(), e)
+                            .await;
+                    }
+                }
+            }
+        }
+        let result = ProcessingResult {
+            inbox_id: record.inbox_id.clone(),
+            owner: owner.to_owned(),
+            now_ms: self.state.clock.now_ms(),
+            handlers: outputs,
+            // One outbox row per destination of the endpoint (none when stale).
+            destinations: cfg.destinations.clone(),
+        };
+        match self.state.store.complete(result).await {
+            Ok(outcome) => {
+                hookgate_core::fail_point!("worker.after_apply_commit");
+                tracing::debug!(inbox_id = %record.inbox_id, endpoint = %record.endpoint_id, %outcome, "event processed");
+                metrics::counter!("hookgate_events_processed_total", "outcome" => outcome.as_str())
+                    .increment(1);
+                Processed::Completed(outcome)
+            }
+            Err(ProcessingError::LeaseLost) => {
+                tracing::warn!(inbox_id = %record.inbox_id, "lease lost before commit; another worker owns the event");
+                Processed::LeaseLost
+            }
+            Err(ProcessingError::Store(e)) => {
+                tracing::warn!(inbox_id = %record.inbox_id, error = %e, "commit of processing failed; the event returns after its lease");
+                Processed::StoreFailed
+            }
+        }
+    }
+
+    /// Runs one handler: `prepare` (may do I/O), then `apply` (pure).
+    async fn run_handler<H: Handler>(
+        &self,
+        handler: &H,
+        event: &VerifiedEvent,
+    ) -> Result<HandlerOutput, HandlerError> {
+        let prepared = handler.prepare(event).await?;
+        let changes = handler.apply(event, prepared, self.state.clock.now_ms())?;
+        Ok(HandlerOutput {
+            consumer: handler.name().to_owned(),
+            changes,
+        })
+    }
+
+    /// Decrypts the sealed payload (the row identity is the associated data).
+    fn open(&self, runtime: &Runtime, record: &InboxRecord) -> Result<VerifiedEvent, HandlerError> {
+        let Some(sealed) = &record.payload else {
+            return Err(HandlerError::Permanent(
+                "payload was purged by retention".into(),
+            ));
+        };
+        let identity = RowIdentity {
+            provider: &record.provider,
+            endpoint_id: &record.endpoint_id,
+            provider_event_id: &record.provider_event_id,
+        };
+        let body = runtime
+            .keyring
+            .open(&identity, record.payload_key_version, sealed)
+            .map_err(|e| HandlerError::Permanent(format!("cannot open the sealed payload: {e}")))?;
+        Ok(VerifiedEvent::new(record, body))
+    }
+
+    async fn fail_handler(
+        &self,
+        owner: &str,
+        record: &InboxRecord,
+        policy: &hookgate_core::retry::RetryPolicy,
+        handler: &str,
+        error: HandlerError,
+    ) -> Processed {
+        let error = match error {
+            HandlerError::Transient(m) => HandlerError::Transient(format!("{handler}: {m}")),
+            HandlerError::Permanent(m) => HandlerError::Permanent(format!("{handler}: {m}")),
+            HandlerError::Schema(m) => HandlerError::Schema(format!("{handler}: {m}")),
+        };
+        self.fail(owner, record, Some(policy), error).await
+    }
+
+    /// Records a failed attempt: transient → next attempt with full jitter, unless attempts
+    /// are exhausted; anything else → FAILED.
+    async fn fail(
+        &self,
+        owner: &str,
+        record: &InboxRecord,
+        policy: Option<&hookgate_core::retry::RetryPolicy>,
+        error: HandlerError,
+    ) -> Processed {
+        let now = self.state.clock.now_ms();
+        let attempt = u32::try_from(record.attempt_count.max(1)).unwrap_or(u32::MAX);
+        let retry_at_ms = match (policy, error.is_transient()) {
+            (Some(policy), true) => match policy.decide(attempt, rand::random::<u64>()) {
+                RetryDecision::RetryAfterMs(ms) => {
+                    Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
+                }
+                RetryDecision::GiveUp => None,
+            },
+            _ => None,
+        };
+        let mut message = error.to_string();
+        if retry_at_ms.is_none() && error.is_transient() {
+            message = format!("attempts exhausted ({attempt}); last: {message}");
+        }
+        let failed = FailedAttempt {
+            inbox_id: record.inbox_id.clone(),
+            owner: owner.to_owned(),
+            now_ms: now,
+            error: bounded(&message, MAX_LAST_ERROR_CHARS),
+            retry_at_ms,
+        };
+        match self.state.store.fail_attempt(failed).await {
+            Ok(()) => match retry_at_ms {
+                Some(at_ms) => {
+                    tracing::info!(inbox_id = %record.inbox_id, attempt, retry_in_ms = at_ms - now, error = %message, "processing failed; will retry");
+                    Processed::Retrying { at_ms }
+                }
+                None => {
+                    tracing::warn!(inbox_id = %record.inbox_id, attempt, error = %message, "processing failed; event is FAILED");
+                    metrics::counter!("hookgate_events_failed_total").increment(1);
+                    Processed::Failed
+                }
+            },
+            Err(ProcessingError::LeaseLost) => Processed::LeaseLost,
+            Err(ProcessingError::Store(e)) => {
+                tracing::warn!(inbox_id = %record.inbox_id, error = %e, "recording the failed attempt failed; the event returns after its lease");
+                Processed::StoreFailed
+            }
+        }
+    }
+}
+
+/// `concurrency` worker loops beside (or without) ingress.
+pub struct WorkerPool {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl WorkerPool {
+    /// Starts the workers; each has its own lease owner id.
+    pub fn start(
+        processor: Arc<Processor>,
+        concurrency: usize,
+        poll_interval: Duration,
+    ) -> WorkerPool {
+        let (stop, stop_rx) = watch::channel(false);
+        let instance = uuid::Uuid::now_v7();
+        let tasks = (0..concurrency)
+            .map(|i| {
+                let processor = Arc::clone(&processor);
+                let owner = format!("{instance}/{i}");
+                let stop_rx = stop_rx.clone();
+                tokio::spawn(worker_loop(processor, owner, poll_interval, stop_rx))
+            })
+            .collect();
+        tracing::info!(concurrency, "workers started");
+        WorkerPool { stop, tasks }
+    }
+
+    /// Stops leasing; waits up to `grace` for in-flight events, then abandons them (their
+    /// leases expire and another worker takes them).
+    pub async fn shutdown(self, grace: Duration) {
+        let _ = self.stop.send(true);
+        let deadline = tokio::time::Instant::now() + grace;
+        for task in self.tasks {
+            let abort = task.abort_handle();
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
+                abort.abort();
+                tracing::warn!(
+                    "a worker was still busy at shutdown; its event returns after the lease"
+                );
+            }
+        }
+        tracing::info!("workers stopped");
+    }
+}
+
+async fn worker_loop(
+    processor: Arc<Processor>,
+    owner: String,
+    poll_interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let idle = match processor.run_once(&owner, 1).await {
+            Ok(done) => done.is_empty(),
+            Err(e) => {
+                tracing::warn!(error = %e, "leasing failed");
+                true
+            }
+        };
+        if idle {
+            tokio::select! {
+                _ = tokio::time::sleep(poll_interval) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+}
