@@ -88,6 +88,17 @@ pub enum ProcessingError {
     Store(#[from] StoreError),
 }
 
+impl ProcessingError {
+    /// For writes that hold no lease: a lease loss there is a bug in the store, reported as
+    /// unavailable rather than trusted.
+    pub(crate) fn into_store_error(self) -> StoreError {
+        match self {
+            ProcessingError::Store(e) => e,
+            ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
+        }
+    }
+}
+
 /// A row of the `payment_state` projection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentState {

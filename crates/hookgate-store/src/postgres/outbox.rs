@@ -45,10 +45,7 @@ fn to_processing(f: Failed) -> ProcessingError {
 }
 
 fn store_only(f: Failed) -> StoreError {
-    match to_processing(f) {
-        ProcessingError::Store(e) => e,
-        ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
-    }
+    to_processing(f).into_store_error()
 }
 
 fn outbox_record(r: &Row) -> Result<OutboxRecord, StoreError> {

@@ -12,6 +12,7 @@
 //! Shutdown: [`Store::close`] drops the channel's only sender; the writer drains what is
 //! queued, commits it, answers it, and exits; `close` then joins the thread.
 
+mod command;
 mod error;
 mod outbox;
 mod processing;

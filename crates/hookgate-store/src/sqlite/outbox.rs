@@ -1,72 +1,20 @@
 //! The outbox on SQLite (see `crate::outbox`).
 //!
-//! Claims and results are writes, so they run on the single writer thread as a
-//! [`Command::Exec`], each in its own short `BEGIN IMMEDIATE` transaction between
-//! group-commit batches; nothing slow (no delivery, no network) ever runs there. Reads use the
-//! read pool.
-
-use std::sync::PoisonError;
-use std::sync::mpsc::TrySendError;
+//! Claims and results are writes, so they run on the single writer thread as commands (see
+//! `command.rs`), group-committed with whatever else is queued; nothing slow (no delivery, no
+//! network) ever runs there. Reads use the read pool.
 
 use hookgate_core::OutboxStatus;
-use rusqlite::{Connection, Row, Transaction, TransactionBehavior};
-use tokio::sync::oneshot;
+use rusqlite::Row;
 
 use super::SqliteStore;
-use super::error::is_environmental;
-use super::read::{COLUMNS, corrupt, from_row_error, record};
-use super::writer::Command;
+use super::command::Failed;
+use super::read::{COLUMNS, corrupt, record};
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
 use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
 
 const OUTBOX_COLUMNS: &str = "outbox_id, inbox_id, destination, status, attempt_count, \
      next_attempt_at, last_error, created_at, delivered_at";
-
-enum Failed {
-    LeaseLost,
-    Sql(rusqlite::Error),
-    Commit(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for Failed {
-    fn from(e: rusqlite::Error) -> Self {
-        Failed::Sql(e)
-    }
-}
-
-impl Failed {
-    fn suspect(&self) -> bool {
-        match self {
-            Failed::LeaseLost => false,
-            Failed::Sql(e) | Failed::Commit(e) => is_environmental(e),
-        }
-    }
-
-    fn into_error(self) -> ProcessingError {
-        match self {
-            Failed::LeaseLost => ProcessingError::LeaseLost,
-            Failed::Sql(e) => ProcessingError::Store(from_row_error(e)),
-            Failed::Commit(e) => ProcessingError::Store(StoreError::CommitUnknown(e.to_string())),
-        }
-    }
-}
-
-fn store_only(e: ProcessingError) -> StoreError {
-    match e {
-        ProcessingError::Store(e) => e,
-        ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
-    }
-}
-
-fn in_transaction<T>(
-    conn: &Connection,
-    body: impl FnOnce(&Transaction<'_>) -> Result<T, Failed>,
-) -> Result<T, Failed> {
-    let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-    let value = body(&tx)?;
-    tx.commit().map_err(Failed::Commit)?;
-    Ok(value)
-}
 
 fn outbox_record(r: &Row<'_>) -> rusqlite::Result<OutboxRecord> {
     let status: String = r.get(3)?;
@@ -86,40 +34,6 @@ fn outbox_record(r: &Row<'_>) -> rusqlite::Result<OutboxRecord> {
     })
 }
 
-impl SqliteStore {
-    /// Runs `body` on the writer thread (a full queue is `Overloaded`, never a blocked runtime).
-    async fn outbox_write<T: Send + 'static>(
-        &self,
-        body: impl FnOnce(&Connection) -> Result<T, Failed> + Send + 'static,
-    ) -> Result<T, ProcessingError> {
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Exec(Box::new(move |conn: &Connection| {
-            let result = body(conn);
-            let suspect = result.as_ref().err().is_some_and(Failed::suspect);
-            let _ = reply.send(result.map_err(Failed::into_error));
-            suspect
-        }));
-        {
-            let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(sender) = sender.as_ref() else {
-                return Err(StoreError::Unavailable("sqlite store is closed".into()).into());
-            };
-            match sender.try_send(command) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded.into()),
-                Err(TrySendError::Disconnected(_)) => {
-                    return Err(StoreError::Unavailable("sqlite writer has stopped".into()).into());
-                }
-            }
-        }
-        answer.await.map_err(|_| {
-            ProcessingError::Store(StoreError::CommitUnknown(
-                "sqlite writer stopped before answering".into(),
-            ))
-        })?
-    }
-}
-
 #[async_trait::async_trait]
 impl OutboxStore for SqliteStore {
     async fn lease_deliveries(
@@ -133,10 +47,9 @@ impl OutboxStore for SqliteStore {
         let destination = destination.to_owned();
         let owner = owner.to_owned();
         let lease_until = now_ms.saturating_add(lease_ms.max(1));
-        self.outbox_write(move |conn| {
-            in_transaction(conn, |tx| {
-                let sql = format!(
-                    "UPDATE outbox SET lease_owner = ?1, lease_until = ?2, \
+        self.write(move |tx| {
+            let sql = format!(
+                "UPDATE outbox SET lease_owner = ?1, lease_until = ?2, \
                          attempt_count = attempt_count + 1 \
                      WHERE outbox_id IN ( \
                          SELECT outbox_id FROM outbox \
@@ -145,35 +58,34 @@ impl OutboxStore for SqliteStore {
                            AND (lease_until IS NULL OR lease_until <= ?4) \
                          ORDER BY next_attempt_at, created_at LIMIT ?5) \
                      RETURNING {OUTBOX_COLUMNS}"
-                );
-                let mut deliveries = tx
-                    .prepare_cached(&sql)?
-                    .query_map(
-                        rusqlite::params![owner, lease_until, destination, now_ms, limit],
-                        outbox_record,
-                    )?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                deliveries.sort_by(|a, b| {
-                    (a.next_attempt_at_ms, a.created_at_ms, &a.outbox_id).cmp(&(
-                        b.next_attempt_at_ms,
-                        b.created_at_ms,
-                        &b.outbox_id,
-                    ))
-                });
-                let mut stmt =
-                    tx.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = ?1"))?;
-                let mut out = Vec::with_capacity(deliveries.len());
-                for delivery in deliveries {
-                    let mut rows = stmt.query_map([&delivery.inbox_id], record)?;
-                    if let Some(event) = rows.next().transpose()? {
-                        out.push(LeasedDelivery { delivery, event });
-                    }
+            );
+            let mut deliveries = tx
+                .prepare_cached(&sql)?
+                .query_map(
+                    rusqlite::params![owner, lease_until, destination, now_ms, limit],
+                    outbox_record,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            deliveries.sort_by(|a, b| {
+                (a.next_attempt_at_ms, a.created_at_ms, &a.outbox_id).cmp(&(
+                    b.next_attempt_at_ms,
+                    b.created_at_ms,
+                    &b.outbox_id,
+                ))
+            });
+            let mut stmt =
+                tx.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = ?1"))?;
+            let mut out = Vec::with_capacity(deliveries.len());
+            for delivery in deliveries {
+                let mut rows = stmt.query_map([&delivery.inbox_id], record)?;
+                if let Some(event) = rows.next().transpose()? {
+                    out.push(LeasedDelivery { delivery, event });
                 }
-                Ok(out)
-            })
+            }
+            Ok(out)
         })
         .await
-        .map_err(store_only)
+        .map_err(ProcessingError::into_store_error)
     }
 
     async fn mark_delivered(
@@ -183,73 +95,67 @@ impl OutboxStore for SqliteStore {
         now_ms: i64,
     ) -> Result<(), ProcessingError> {
         let (outbox_id, owner) = (outbox_id.to_owned(), owner.to_owned());
-        self.outbox_write(move |conn| {
-            in_transaction(conn, |tx| {
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE outbox SET status = 'DELIVERED', delivered_at = ?3, \
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE outbox SET status = 'DELIVERED', delivered_at = ?3, \
                              next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, \
                              last_error = NULL \
                          WHERE outbox_id = ?1 AND status = 'PENDING' \
                            AND lease_owner = ?2 AND lease_until > ?3",
-                    )?
-                    .execute(rusqlite::params![outbox_id, owner, now_ms])?;
-                if n == 0 {
-                    return Err(Failed::LeaseLost);
-                }
-                Ok(())
-            })
+                )?
+                .execute(rusqlite::params![outbox_id, owner, now_ms])?;
+            if n == 0 {
+                return Err(Failed::LeaseLost);
+            }
+            Ok(())
         })
         .await
     }
 
     async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError> {
-        self.outbox_write(move |conn| {
-            in_transaction(conn, |tx| {
-                let status = match failure.retry_at_ms {
-                    Some(_) => "PENDING",
-                    None => "FAILED",
-                };
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE outbox SET status = ?4, next_attempt_at = ?5, last_error = ?6, \
+        self.write(move |tx| {
+            let status = match failure.retry_at_ms {
+                Some(_) => "PENDING",
+                None => "FAILED",
+            };
+            let n = tx
+                .prepare_cached(
+                    "UPDATE outbox SET status = ?4, next_attempt_at = ?5, last_error = ?6, \
                              lease_owner = NULL, lease_until = NULL \
                          WHERE outbox_id = ?1 AND status = 'PENDING' \
                            AND lease_owner = ?2 AND lease_until > ?3",
-                    )?
-                    .execute(rusqlite::params![
-                        failure.outbox_id,
-                        failure.owner,
-                        failure.now_ms,
-                        status,
-                        failure.retry_at_ms,
-                        failure.stored_error(),
-                    ])?;
-                if n == 0 {
-                    return Err(Failed::LeaseLost);
-                }
-                Ok(())
-            })
+                )?
+                .execute(rusqlite::params![
+                    failure.outbox_id,
+                    failure.owner,
+                    failure.now_ms,
+                    status,
+                    failure.retry_at_ms,
+                    failure.stored_error(),
+                ])?;
+            if n == 0 {
+                return Err(Failed::LeaseLost);
+            }
+            Ok(())
         })
         .await
     }
 
     async fn retry_deliveries(&self, inbox_id: &str, now_ms: i64) -> Result<u64, StoreError> {
         let inbox_id = inbox_id.to_owned();
-        self.outbox_write(move |conn| {
-            in_transaction(conn, |tx| {
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
                              next_attempt_at = ?2, lease_owner = NULL, lease_until = NULL \
                          WHERE inbox_id = ?1 AND status = 'FAILED'",
-                    )?
-                    .execute(rusqlite::params![inbox_id, now_ms])?;
-                Ok(n as u64)
-            })
+                )?
+                .execute(rusqlite::params![inbox_id, now_ms])?;
+            Ok(n as u64)
         })
         .await
-        .map_err(store_only)
+        .map_err(ProcessingError::into_store_error)
     }
 
     async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError> {

@@ -1,102 +1,24 @@
 //! Processing on SQLite: leases, fenced completion with the version gate, failed attempts and
 //! operator retries.
 //!
-//! Every write here runs on the single writer thread as a [`Command::Exec`], between
-//! group-commit batches, in its own short `BEGIN IMMEDIATE` transaction: a claim can never
-//! race another claim or an acceptance, and nothing slow (no handler, no network) ever runs
-//! there — workers do their slow work before calling in. Reads use the read pool.
-
-use std::sync::PoisonError;
-use std::sync::mpsc::TrySendError;
+//! Every write here runs on the single writer thread as a command (see `command.rs`), under
+//! its own savepoint inside the writer's group-commit transaction: a claim can never race
+//! another claim or an acceptance, one fsync serves a whole batch, and nothing slow (no
+//! handler, no network) ever runs there — workers do their slow work before calling in.
+//! Reads use the read pool.
 
 use hookgate_core::Outcome;
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
-use tokio::sync::oneshot;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::SqliteStore;
-use super::error::is_environmental;
-use super::read::{COLUMNS, from_row_error, record};
-use super::writer::Command;
+use super::command::Failed;
+use super::read::{COLUMNS, record};
 use crate::processing::{
     BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
 };
 use crate::{InboxRecord, StoreError};
 
-/// How a processing write failed inside the writer.
-enum Failed {
-    LeaseLost,
-    Sql(rusqlite::Error),
-    Commit(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for Failed {
-    fn from(e: rusqlite::Error) -> Self {
-        Failed::Sql(e)
-    }
-}
-
-impl Failed {
-    fn suspect(&self) -> bool {
-        match self {
-            Failed::LeaseLost => false,
-            Failed::Sql(e) | Failed::Commit(e) => is_environmental(e),
-        }
-    }
-
-    fn into_error(self) -> ProcessingError {
-        match self {
-            Failed::LeaseLost => ProcessingError::LeaseLost,
-            Failed::Sql(e) => ProcessingError::Store(from_row_error(e)),
-            Failed::Commit(e) => ProcessingError::Store(StoreError::CommitUnknown(e.to_string())),
-        }
-    }
-}
-
-/// Runs `body` in an IMMEDIATE transaction and commits it; rolled back on any error.
-fn in_transaction<T>(
-    conn: &Connection,
-    body: impl FnOnce(&Transaction<'_>) -> Result<T, Failed>,
-) -> Result<T, Failed> {
-    let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-    let value = body(&tx)?;
-    tx.commit().map_err(Failed::Commit)?;
-    Ok(value)
-}
-
 impl SqliteStore {
-    /// Sends `body` to the writer thread (never blocking the runtime: a full queue is
-    /// `Overloaded`) and waits for its answer.
-    async fn write<T: Send + 'static>(
-        &self,
-        body: impl FnOnce(&Connection) -> Result<T, Failed> + Send + 'static,
-    ) -> Result<T, ProcessingError> {
-        let (reply, answer) = oneshot::channel();
-        let command = Command::Exec(Box::new(move |conn: &Connection| {
-            let result = body(conn);
-            let suspect = result.as_ref().err().is_some_and(Failed::suspect);
-            let _ = reply.send(result.map_err(Failed::into_error));
-            suspect
-        }));
-        {
-            let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
-            let Some(sender) = sender.as_ref() else {
-                return Err(StoreError::Unavailable("sqlite store is closed".into()).into());
-            };
-            match sender.try_send(command) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded.into()),
-                Err(TrySendError::Disconnected(_)) => {
-                    return Err(StoreError::Unavailable("sqlite writer has stopped".into()).into());
-                }
-            }
-        }
-        answer.await.map_err(|_| {
-            ProcessingError::Store(StoreError::CommitUnknown(
-                "sqlite writer stopped before answering".into(),
-            ))
-        })?
-    }
-
     pub(super) async fn lease_due_impl(
         &self,
         owner: &str,
@@ -106,10 +28,9 @@ impl SqliteStore {
     ) -> Result<Vec<InboxRecord>, StoreError> {
         let owner = owner.to_owned();
         let lease_until = now_ms.saturating_add(lease_ms.max(1));
-        self.write(move |conn| {
-            in_transaction(conn, |tx| {
-                let sql = format!(
-                    "UPDATE inbox SET lease_owner = ?1, lease_until = ?2, \
+        self.write(move |tx| {
+            let sql = format!(
+                "UPDATE inbox SET lease_owner = ?1, lease_until = ?2, \
                          attempt_count = attempt_count + 1 \
                      WHERE inbox_id IN ( \
                          SELECT inbox_id FROM inbox \
@@ -118,59 +39,55 @@ impl SqliteStore {
                            AND (lease_until IS NULL OR lease_until <= ?3) \
                          ORDER BY next_attempt_at LIMIT ?4) \
                      RETURNING {COLUMNS}"
-                );
-                let mut stmt = tx.prepare_cached(&sql)?;
-                let rows = stmt
-                    .query_map(
-                        rusqlite::params![owner, lease_until, now_ms, i64::from(limit)],
-                        record,
-                    )?
-                    .collect::<rusqlite::Result<Vec<_>>>()?;
-                Ok(rows)
-            })
+            );
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let rows = stmt
+                .query_map(
+                    rusqlite::params![owner, lease_until, now_ms, i64::from(limit)],
+                    record,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
         })
         .await
-        .map_err(store_error)
+        .map_err(ProcessingError::into_store_error)
     }
 
     pub(super) async fn complete_impl(
         &self,
         result: ProcessingResult,
     ) -> Result<Outcome, ProcessingError> {
-        self.write(move |conn| in_transaction(conn, |tx| complete_in(tx, &result)))
-            .await
+        self.write(move |tx| complete_in(tx, &result)).await
     }
 
     pub(super) async fn fail_attempt_impl(
         &self,
         attempt: FailedAttempt,
     ) -> Result<(), ProcessingError> {
-        self.write(move |conn| {
-            in_transaction(conn, |tx| {
-                let status = match attempt.retry_at_ms {
-                    Some(_) => "RECEIVED",
-                    None => "FAILED",
-                };
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE inbox SET status = ?4, next_attempt_at = ?5, last_error = ?6, \
+        self.write(move |tx| {
+            let status = match attempt.retry_at_ms {
+                Some(_) => "RECEIVED",
+                None => "FAILED",
+            };
+            let n = tx
+                .prepare_cached(
+                    "UPDATE inbox SET status = ?4, next_attempt_at = ?5, last_error = ?6, \
                              lease_owner = NULL, lease_until = NULL \
                          WHERE inbox_id = ?1 AND status = 'RECEIVED' \
                            AND lease_owner = ?2 AND lease_until > ?3",
-                    )?
-                    .execute(rusqlite::params![
-                        attempt.inbox_id,
-                        attempt.owner,
-                        attempt.now_ms,
-                        status,
-                        attempt.retry_at_ms,
-                        attempt.stored_error(),
-                    ])?;
-                if n == 0 {
-                    return Err(Failed::LeaseLost);
-                }
-                Ok(())
-            })
+                )?
+                .execute(rusqlite::params![
+                    attempt.inbox_id,
+                    attempt.owner,
+                    attempt.now_ms,
+                    status,
+                    attempt.retry_at_ms,
+                    attempt.stored_error(),
+                ])?;
+            if n == 0 {
+                return Err(Failed::LeaseLost);
+            }
+            Ok(())
         })
         .await
     }
@@ -181,33 +98,23 @@ impl SqliteStore {
         now_ms: i64,
     ) -> Result<bool, StoreError> {
         let inbox_id = inbox_id.to_owned();
-        self.write(move |conn| {
-            in_transaction(conn, |tx| {
-                let n = tx
-                    .prepare_cached(
-                        "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, attempt_count = 0, \
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, attempt_count = 0, \
                              next_attempt_at = ?2, lease_owner = NULL, lease_until = NULL \
                          WHERE inbox_id = ?1 AND status = 'FAILED'",
-                    )?
-                    .execute(rusqlite::params![inbox_id, now_ms])?;
-                Ok(n == 1)
-            })
+                )?
+                .execute(rusqlite::params![inbox_id, now_ms])?;
+            Ok(n == 1)
         })
         .await
-        .map_err(store_error)
-    }
-}
-
-/// A processing error where only store errors can happen.
-fn store_error(e: ProcessingError) -> StoreError {
-    match e {
-        ProcessingError::Store(e) => e,
-        ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
+        .map_err(ProcessingError::into_store_error)
     }
 }
 
 /// The body of the processing transaction (see `Store::complete`).
-fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Failed> {
+fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed> {
     type Fenced = (String, String, String, Option<String>, Option<i64>);
     let fenced: Option<Fenced> = tx
         .prepare_cached(
@@ -290,7 +197,7 @@ fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Fa
     Ok(outcome)
 }
 
-fn apply_change(tx: &Transaction<'_>, change: &BusinessChange) -> rusqlite::Result<()> {
+fn apply_change(tx: &Connection, change: &BusinessChange) -> rusqlite::Result<()> {
     match change {
         BusinessChange::UpsertPaymentState {
             object_id,

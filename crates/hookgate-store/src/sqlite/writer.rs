@@ -13,6 +13,10 @@
 //! COMMIT   (synchronous=FULL: one fsync for the whole batch)
 //! ```
 //!
+//! Processing and delivery commands (lease, complete, fail, mark; see `command.rs`) queued
+//! beside acceptances run in the same transaction, each under its own savepoint, so the
+//! workers' writes share the fsync instead of adding one per event in front of acceptances.
+//!
 //! Only after COMMIT succeeds is any caller answered with `Ok`. If the transaction is lost
 //! (COMMIT fails, or SQLite rolled it back itself after a disk-full or I/O error) every
 //! caller of the batch gets an error, never an `Ok` for a row that is not committed.
@@ -33,17 +37,26 @@ use super::open_write_connection;
 use crate::{Acceptance, GroupCommitOptions, NewInboxRow, StoreError};
 
 /// What the writer thread is asked to do.
-// Acceptances are the hot path: kept inline (no allocation per request); the rare
+// Acceptances are the hot path: kept inline (no allocation per request); the rarer
 // processing command is the small one.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Command {
-    /// An acceptance: group-committed with whatever other acceptances are queued.
+    /// An acceptance.
     Accept(Job),
-    /// A processing write (lease, complete, fail, retry; see `processing.rs`): runs alone,
-    /// between group-commit batches, in its own short transaction, and answers its caller
-    /// itself. Returns whether the connection looks broken. Dropped unrun (so its caller sees
-    /// the writer gone) only when no connection can be opened.
-    Exec(Box<dyn FnOnce(&Connection) -> bool + Send>),
+    /// A processing or delivery write (see `command.rs`): runs under its own savepoint inside
+    /// the batch transaction and returns how to answer its caller once the commit's outcome is
+    /// known. Dropped unrun (its caller sees the writer gone) only when no connection opens.
+    Exec(ExecFn),
+}
+
+pub(super) type ExecFn = Box<dyn FnOnce(&Connection) -> Executed + Send>;
+
+/// What a command left behind inside the batch transaction.
+pub(super) struct Executed {
+    /// The connection looks broken (I/O, disk full): replace it after this batch.
+    pub(super) suspect: bool,
+    /// Answers the caller; `Some(error)` when the batch did not commit.
+    pub(super) reply: Box<dyn FnOnce(Option<StoreError>) + Send>,
 }
 
 /// One acceptance waiting for the writer.
@@ -107,64 +120,26 @@ impl Writer {
             1
         };
         let mut batch = Vec::with_capacity(max_batch);
-        // `recv` keeps returning queued jobs after the last sender is gone, so close drains.
+        // `recv` keeps returning queued commands after the last sender is gone, so close drains.
         while let Ok(first) = rx.recv() {
-            let mut next = Some(first);
-            while let Some(command) = next.take() {
-                match command {
-                    Command::Exec(f) => self.exec(f),
-                    Command::Accept(job) => {
-                        batch.push(job);
-                        while batch.len() < max_batch {
-                            match rx.try_recv() {
-                                Ok(Command::Accept(job)) => batch.push(job),
-                                // Runs right after this batch, keeping queue order.
-                                Ok(other) => {
-                                    next = Some(other);
-                                    break;
-                                }
-                                Err(_) => break,
-                            }
-                        }
-                        self.run_batch(&mut batch);
-                    }
+            batch.push(first);
+            while batch.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(command) => batch.push(command),
+                    Err(_) => break,
                 }
             }
+            self.run_batch(&mut batch);
         }
         tracing::debug!("sqlite writer stopped");
     }
 
-    /// Runs one processing command on the write connection (reopened if needed) and leaves
-    /// no transaction open behind it.
-    fn exec(&mut self, f: Box<dyn FnOnce(&Connection) -> bool + Send>) {
-        if self.conn.is_none() {
-            match open_write_connection(&self.path) {
-                Ok(conn) => self.conn = Some(conn),
-                Err(err) => {
-                    tracing::warn!(error = %err, "sqlite writer cannot open its connection");
-                    return;
-                }
-            }
-        }
-        let Some(conn) = self.conn.as_ref() else {
-            return;
-        };
-        let suspect = f(conn);
-        if suspect || !conn.is_autocommit() {
-            self.after_failure(suspect);
-        }
-    }
-
-    /// Runs one group-commit transaction over `batch` and answers every job in it.
-    pub(super) fn run_batch(&mut self, batch: &mut Vec<Job>) {
+    /// Runs one group-commit transaction over `batch` and answers everything in it.
+    pub(super) fn run_batch(&mut self, batch: &mut Vec<Command>) {
         let started = Instant::now();
-        let results = self.execute_batch(batch);
+        let (mut results, commit_error) = self.execute_batch(batch);
         let rows = batch.len();
-        let accepted = results
-            .iter()
-            .filter(|r| matches!(r, Ok(Acceptance::Accepted { .. })))
-            .count();
-        let failed = results.iter().filter(|r| r.is_err()).count();
+        let failed = results.iter().filter(|r| r.failed()).count();
         self.counters.transactions.fetch_add(1, Ordering::Relaxed);
         self.counters.rows.fetch_add(rows as u64, Ordering::Relaxed);
         if failed == rows {
@@ -174,70 +149,101 @@ impl Writer {
         }
         tracing::debug!(
             rows,
-            accepted,
-            duplicates = rows - accepted - failed,
             failed,
             commit_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "sqlite group commit"
         );
-        for (job, result) in batch.drain(..).zip(results) {
-            // A caller that went away (request cancelled) no longer needs the answer; its
-            // row is committed all the same and a retry converges on it.
-            let _ = job.reply.send(result);
+        for (command, result) in batch.drain(..).zip(results.drain(..)) {
+            // A caller that went away (request cancelled) no longer needs the answer; what
+            // it asked for is committed all the same and a retry converges on it.
+            match (command, result) {
+                (Command::Accept(job), Outcome::Accept(result)) => {
+                    let _ = job.reply.send(match &commit_error {
+                        None => result,
+                        Some(err) => Err(clone_error(err)),
+                    });
+                }
+                (_, Outcome::Exec(reply)) => reply(commit_error.as_ref().map(clone_error)),
+                (Command::Exec(_), Outcome::NotRun(err)) => drop(err),
+                (Command::Accept(job), Outcome::NotRun(err)) => {
+                    let _ = job.reply.send(Err(err));
+                }
+                (Command::Exec(_), Outcome::Accept(_)) => unreachable!("outcomes follow commands"),
+            }
         }
     }
 
-    /// Returns one result per job, in order. `Ok` only if the commit succeeded.
-    fn execute_batch(&mut self, batch: &[Job]) -> Vec<Result<Acceptance, StoreError>> {
-        let all_fail = |err: StoreError| -> Vec<Result<Acceptance, StoreError>> {
-            batch.iter().map(|_| Err(clone_error(&err))).collect()
+    /// Runs every command of the batch inside one transaction, then commits. Returns one
+    /// outcome per command, in order, and the commit's error (which then applies to all).
+    fn execute_batch(&mut self, batch: &mut [Command]) -> (Vec<Outcome>, Option<StoreError>) {
+        let not_run = |err: StoreError| -> Vec<Outcome> {
+            batch
+                .iter()
+                .map(|_| Outcome::NotRun(clone_error(&err)))
+                .collect()
         };
         if self.conn.is_none() {
             match open_write_connection(&self.path) {
                 Ok(conn) => self.conn = Some(conn),
-                Err(err) => return all_fail(err),
+                Err(err) => return (not_run(err), None),
             }
         }
         let Some(conn) = self.conn.as_ref() else {
-            return all_fail(StoreError::Unavailable(
-                "sqlite writer has no connection".into(),
-            ));
+            let err = StoreError::Unavailable("sqlite writer has no connection".into());
+            return (not_run(err), None);
         };
 
         if let Err(err) = conn.execute_batch("BEGIN IMMEDIATE") {
             let broken = is_environmental(&err);
-            let out = all_fail(from_sqlite(err));
+            let out = not_run(from_sqlite(err));
             self.after_failure(broken);
-            return out;
+            return (out, None);
         }
 
         let mut results = Vec::with_capacity(batch.len());
         let mut broken = false;
-        for job in batch {
-            match insert_one(conn, &job.row) {
-                Ok(acceptance) => results.push(Ok(acceptance)),
-                Err(err) => {
-                    broken |= is_environmental(&err);
-                    tracing::warn!(error = %err, "sqlite accept: row failed, isolated");
-                    results.push(Err(from_sqlite(err)));
-                    // Disk full, I/O and similar errors may make SQLite roll the whole
-                    // transaction back by itself: then the earlier rows are gone too.
-                    if conn.is_autocommit() {
-                        let out = all_fail(StoreError::Unavailable(
-                            "sqlite transaction rolled back after an error".into(),
-                        ));
-                        self.after_failure(true);
-                        return out;
+        let mut lost = false;
+        for command in batch.iter_mut() {
+            match command {
+                Command::Accept(job) => match insert_one(conn, &job.row) {
+                    Ok(acceptance) => results.push(Outcome::Accept(Ok(acceptance))),
+                    Err(err) => {
+                        broken |= is_environmental(&err);
+                        tracing::warn!(error = %err, "sqlite accept: row failed, isolated");
+                        results.push(Outcome::Accept(Err(from_sqlite(err))));
+                        if conn.is_autocommit() {
+                            lost = true;
+                            break;
+                        }
+                        if let Err(err) =
+                            conn.execute_batch("ROLLBACK TO accept_row; RELEASE accept_row")
+                        {
+                            broken |= is_environmental(&err);
+                            lost = true;
+                            break;
+                        }
                     }
-                    if let Err(err) =
-                        conn.execute_batch("ROLLBACK TO accept_row; RELEASE accept_row")
-                    {
-                        let out = all_fail(from_sqlite(err));
-                        self.after_failure(true);
-                        return out;
+                },
+                Command::Exec(f) => {
+                    // Take the closure out; the slot keeps a no-op that is never called.
+                    let f = std::mem::replace(f, Box::new(|_| unreachable_executed()));
+                    let executed = f(conn);
+                    broken |= executed.suspect;
+                    results.push(Outcome::Exec(executed.reply));
+                    if conn.is_autocommit() {
+                        lost = true;
+                        break;
                     }
                 }
             }
+        }
+        if lost {
+            // Disk full, I/O and similar errors may make SQLite roll the whole transaction
+            // back by itself: then every earlier write of the batch is gone too.
+            self.after_failure(true);
+            let err =
+                StoreError::Unavailable("sqlite transaction rolled back after an error".into());
+            return (fill(results, batch.len(), &err), Some(err));
         }
 
         let commit_started = Instant::now();
@@ -248,12 +254,12 @@ impl Writer {
                         u64::try_from(commit_started.elapsed().as_micros()).unwrap_or(u64::MAX),
                     "sqlite commit"
                 );
-                results
+                (results, None)
             }
             Err((err, conn_broken)) => {
-                tracing::error!(error = %err, rows = batch.len(), "sqlite commit failed");
+                tracing::error!(error = %err, commands = batch.len(), "sqlite commit failed");
                 self.after_failure(broken || conn_broken);
-                all_fail(StoreError::CommitUnknown(err))
+                (results, Some(StoreError::CommitUnknown(err)))
             }
         }
     }
@@ -296,6 +302,32 @@ impl Writer {
     pub(super) fn fail_next_commit(&mut self) {
         self.fail_next_commit = true;
     }
+}
+
+/// What became of one command of a batch, before the commit's outcome is applied.
+enum Outcome {
+    Accept(Result<Acceptance, StoreError>),
+    Exec(Box<dyn FnOnce(Option<StoreError>) + Send>),
+    /// The batch stopped before this command ran.
+    NotRun(StoreError),
+}
+
+impl Outcome {
+    fn failed(&self) -> bool {
+        matches!(self, Outcome::Accept(Err(_)) | Outcome::NotRun(_))
+    }
+}
+
+/// Outcomes for the commands a lost batch never reached.
+fn fill(mut results: Vec<Outcome>, len: usize, err: &StoreError) -> Vec<Outcome> {
+    while results.len() < len {
+        results.push(Outcome::NotRun(clone_error(err)));
+    }
+    results
+}
+
+fn unreachable_executed() -> Executed {
+    unreachable!("a command runs once")
 }
 
 /// The same failure for every caller of a batch ([`StoreError`] is not `Clone`).
@@ -391,12 +423,12 @@ mod tests {
     /// Runs one batch and returns the answers in order.
     fn run(w: &mut Writer, rows: Vec<NewInboxRow>) -> Vec<Result<Acceptance, StoreError>> {
         let mut rxs = Vec::new();
-        let mut batch: Vec<Job> = rows
+        let mut batch: Vec<Command> = rows
             .into_iter()
             .map(|row| {
                 let (reply, rx) = oneshot::channel();
                 rxs.push(rx);
-                Job { row, reply }
+                Command::Accept(Job { row, reply })
             })
             .collect();
         w.run_batch(&mut batch);
@@ -490,6 +522,93 @@ mod tests {
                 .all(|r| matches!(r, Ok(Acceptance::Accepted { .. }))),
             "{out:?}"
         );
+        assert_eq!(count(&w), 2);
+    }
+
+    /// A command that bumps `attempt_count` of row `a` and reports, through `rx`, how the
+    /// batch it ran in ended.
+    fn bump_command() -> (Command, oneshot::Receiver<Option<String>>) {
+        let (tx, rx) = oneshot::channel();
+        let command = Command::Exec(Box::new(move |conn: &Connection| {
+            conn.execute(
+                "UPDATE inbox SET attempt_count = 7 WHERE inbox_id = 'a'",
+                [],
+            )
+            .unwrap();
+            Executed {
+                suspect: false,
+                reply: Box::new(move |commit_error| {
+                    let _ = tx.send(commit_error.map(|e| e.to_string()));
+                }),
+            }
+        }));
+        (command, rx)
+    }
+
+    fn attempts_of_a(w: &Writer) -> Option<i64> {
+        w.conn
+            .as_ref()
+            .unwrap()
+            .query_row(
+                "SELECT attempt_count FROM inbox WHERE inbox_id = 'a'",
+                [],
+                |r| r.get(0),
+            )
+            .ok()
+    }
+
+    #[test]
+    fn commands_share_the_batch_transaction_and_learn_its_outcome() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(&dir);
+        run(&mut w, vec![row("a", "e1")]);
+        let before = w.counters.transactions.load(Ordering::Relaxed);
+
+        // One acceptance and one command: one transaction, both answered after it.
+        let (reply, mut accepted) = oneshot::channel();
+        let (command, mut done) = bump_command();
+        let mut batch = vec![
+            Command::Accept(Job {
+                row: row("b", "e2"),
+                reply,
+            }),
+            command,
+        ];
+        w.run_batch(&mut batch);
+        assert_eq!(w.counters.transactions.load(Ordering::Relaxed), before + 1);
+        assert!(matches!(
+            accepted.try_recv().unwrap(),
+            Ok(Acceptance::Accepted { .. })
+        ));
+        assert_eq!(done.try_recv().unwrap(), None);
+        assert_eq!(attempts_of_a(&w), Some(7));
+
+        // A failed commit: the command learns it, and its write is gone with the batch.
+        w.conn
+            .as_ref()
+            .unwrap()
+            .execute("UPDATE inbox SET attempt_count = 0", [])
+            .unwrap();
+        w.fail_next_commit();
+        let (reply, mut accepted) = oneshot::channel();
+        let (command, mut done) = bump_command();
+        let mut batch = vec![
+            command,
+            Command::Accept(Job {
+                row: row("c", "e3"),
+                reply,
+            }),
+        ];
+        w.run_batch(&mut batch);
+        assert!(
+            done.try_recv().unwrap().is_some(),
+            "the command must see the failed commit"
+        );
+        assert!(matches!(
+            accepted.try_recv().unwrap(),
+            Err(StoreError::CommitUnknown(_))
+        ));
+        assert_eq!(attempts_of_a(&w), Some(0));
         assert_eq!(count(&w), 2);
     }
 }
