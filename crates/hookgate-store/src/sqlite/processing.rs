@@ -33,7 +33,7 @@ impl SqliteStore {
                 "UPDATE inbox SET lease_owner = ?1, lease_until = ?2, \
                          attempt_count = attempt_count + 1 \
                      WHERE inbox_id IN ( \
-                         SELECT inbox_id FROM inbox \
+                         SELECT inbox_id FROM inbox INDEXED BY inbox_due \
                          WHERE status = 'RECEIVED' \
                            AND (next_attempt_at IS NULL OR next_attempt_at <= ?3) \
                            AND (lease_until IS NULL OR lease_until <= ?3) \

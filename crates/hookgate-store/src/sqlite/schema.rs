@@ -16,6 +16,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../migrations/sqlite/0002_processing.sql"),
     ),
+    (
+        3,
+        include_str!("../../migrations/sqlite/0003_lease_index.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -82,12 +86,12 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(n, 2);
+        assert_eq!(n, MIGRATIONS.len() as i64);
     }
 
     #[test]

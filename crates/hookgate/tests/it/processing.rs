@@ -1055,3 +1055,74 @@ fn spawn_serve(config: &Path, failpoints: Option<&str>) -> std::process::Child {
     };
     cmd.spawn().unwrap()
 }
+
+/// `events show --payload` decrypts on purpose and says so; `hookgate worker` alone (no
+/// webhook listener) processes what `serve` accepted, and stops cleanly on SIGTERM.
+#[tokio::test]
+async fn show_payload_and_standalone_worker() {
+    let h = Harness::start(Backend::Sqlite, "concurrency = 0", None, &sw_endpoint()).await;
+    let r = post_sw(h.addr, "msg_standalone", "obj_standalone", 4).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = r.json()["id"].as_str().unwrap().to_owned();
+
+    let plain: Value =
+        serde_json::from_str(&cli(&h.config_path, &["events", "show", &id])).unwrap();
+    assert!(
+        plain.get("payload").is_none(),
+        "no payload without --payload: {plain}"
+    );
+    let out = std::process::Command::new(binary())
+        .args(["events", "show", &id, "--payload", "--config"])
+        .arg(&h.config_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let body: Value = serde_json::from_str(shown["payload"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        body["data"]["id"], "obj_standalone",
+        "the decrypted body is shown"
+    );
+    assert_eq!(body["data"]["version"], 4);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("decrypted"),
+        "decrypting is announced"
+    );
+
+    let config_path = h.config_path.clone();
+    let store = h.store().clone();
+    // The same store, now with one worker, run by `hookgate worker` alone.
+    let text = std::fs::read_to_string(&config_path)
+        .unwrap()
+        .replace("concurrency = 0", "concurrency = 1");
+    let worker_config = config_path.with_file_name("worker.toml");
+    std::fs::write(&worker_config, text).unwrap();
+    let mut worker = std::process::Command::new(binary())
+        .args(["worker", "--config"])
+        .arg(&worker_config)
+        .env_remove("HOOKGATE_FAILPOINTS")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut processed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let rec = store.get_event(&id).await.unwrap().unwrap();
+        if rec.status == InboxStatus::Processed {
+            assert_eq!(rec.outcome, Some(Outcome::Applied));
+            processed = true;
+            break;
+        }
+    }
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let status = worker.wait().unwrap();
+    assert!(processed, "the standalone worker did not process the event");
+    assert!(status.success(), "worker exited with {status:?}");
+    h.stop().await;
+}
