@@ -14,5 +14,6 @@ pub mod ingress;
 pub mod relay;
 pub mod secrets;
 pub mod state;
+pub mod tasks;
 pub mod telemetry;
 pub mod worker;

@@ -386,17 +386,6 @@ pub(super) fn render(relay: &RelayConfig, destinations: &[DestinationConfig], ou
             d.timeout.as_millis(),
             d.concurrency
         );
-        if let Some(r) = d.rate_limit {
-            let _ = writeln!(
-                out,
-                "rate_limit = {{ per_second = {}, burst = {} }}",
-                r.per_second, r.burst
-            );
-        }
-        let _ = writeln!(
-            out,
-            "retry = {{ base_ms = {}, cap_ms = {}, max_attempts = {} }}",
-            d.retry.base_ms, d.retry.cap_ms, d.retry.max_attempts
-        );
+        super::render_rate_and_retry(out, d.rate_limit, &d.retry);
     }
 }

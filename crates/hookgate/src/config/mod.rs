@@ -885,18 +885,7 @@ pub fn render_redacted(c: &Config) -> String {
                 let _ = writeln!(out, "# allowed_event_types: all");
             }
         }
-        if let Some(r) = e.rate_limit {
-            let _ = writeln!(
-                out,
-                "rate_limit = {{ per_second = {}, burst = {} }}",
-                r.per_second, r.burst
-            );
-        }
-        let _ = writeln!(
-            out,
-            "retry = {{ base_ms = {}, cap_ms = {}, max_attempts = {} }}",
-            e.retry.base_ms, e.retry.cap_ms, e.retry.max_attempts
-        );
+        render_rate_and_retry(&mut out, e.rate_limit, &e.retry);
         let names: Vec<&str> = e.handlers.iter().map(|h| h.name()).collect();
         let _ = writeln!(out, "handlers = {names:?}");
         if !e.destinations.is_empty() {
@@ -928,6 +917,23 @@ pub fn render_redacted(c: &Config) -> String {
     }
     destinations::render(&c.relay, &c.destinations, &mut out);
     out
+}
+
+/// The `rate_limit` (when set) and `retry` lines shared by endpoints and destinations.
+pub(crate) fn render_rate_and_retry(out: &mut String, rate: Option<Rate>, retry: &RetryPolicy) {
+    use std::fmt::Write;
+    if let Some(r) = rate {
+        let _ = writeln!(
+            out,
+            "rate_limit = {{ per_second = {}, burst = {} }}",
+            r.per_second, r.burst
+        );
+    }
+    let _ = writeln!(
+        out,
+        "retry = {{ base_ms = {}, cap_ms = {}, max_attempts = {} }}",
+        retry.base_ms, retry.cap_ms, retry.max_attempts
+    );
 }
 
 /// Hides a password in a database URL.

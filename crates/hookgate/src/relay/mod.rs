@@ -32,10 +32,11 @@ use hookgate_relay::nats::NatsDestination;
 use hookgate_relay::{DeliveryError, Destination, Message};
 use hookgate_store::{FailedDelivery, LeasedDelivery, ProcessingError, StoreError};
 use tokio::sync::{Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 
 use crate::config::destinations::{DestinationConfig, DestinationKind};
 use crate::state::AppState;
+use crate::tasks::StoppableTasks;
 
 /// Most rows one lease call takes (bounded further by free delivery slots).
 const MAX_LEASE_BATCH: usize = 64;
@@ -281,46 +282,36 @@ async fn deliver_one(
 
 /// The relay's loops, one per destination.
 pub struct RelayPool {
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: StoppableTasks,
 }
 
 impl RelayPool {
     pub fn start(relay: Arc<Relay>, poll_interval: Duration) -> RelayPool {
-        let (stop, stop_rx) = watch::channel(false);
+        let (mut tasks, stop_rx) = StoppableTasks::new();
         let instance = uuid::Uuid::now_v7();
-        let tasks = relay
-            .destinations
-            .iter()
-            .map(|d| {
-                let owner = format!("relay-{instance}/{}", d.config.id);
-                tokio::spawn(destination_loop(
-                    Arc::clone(&relay),
-                    Arc::clone(d),
-                    owner,
-                    poll_interval,
-                    stop_rx.clone(),
-                ))
-            })
-            .collect();
+        for d in &relay.destinations {
+            let owner = format!("relay-{instance}/{}", d.config.id);
+            tasks.push(tokio::spawn(destination_loop(
+                Arc::clone(&relay),
+                Arc::clone(d),
+                owner,
+                poll_interval,
+                stop_rx.clone(),
+            )));
+        }
         tracing::info!(destinations = ?relay.destination_ids(), "relay started");
-        RelayPool { stop, tasks }
+        RelayPool { tasks }
     }
 
     /// Stops leasing; waits up to `grace` for deliveries in flight, then abandons them (their
     /// leases expire and they are delivered again, with the same key).
     pub async fn shutdown(self, grace: Duration) {
-        let _ = self.stop.send(true);
-        let deadline = tokio::time::Instant::now() + grace;
-        for task in self.tasks {
-            let abort = task.abort_handle();
-            if tokio::time::timeout_at(deadline, task).await.is_err() {
-                abort.abort();
-                tracing::warn!(
-                    "deliveries were still in flight at shutdown; they return after the lease"
-                );
-            }
-        }
+        self.tasks
+            .shutdown(
+                grace,
+                "deliveries were still in flight at shutdown; they return after the lease",
+            )
+            .await;
         tracing::info!("relay stopped");
     }
 }

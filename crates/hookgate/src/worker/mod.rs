@@ -29,12 +29,12 @@ use hookgate_store::{
     FailedAttempt, HandlerOutput, InboxRecord, ProcessingError, ProcessingResult, StoreError,
 };
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use self::handler::{Handler, HandlerError, VerifiedEvent};
 use self::payments::{PaymentsProjection, StripeFetcher};
 use crate::config::HandlerKind;
 use crate::state::{AppState, Runtime};
+use crate::tasks::StoppableTasks;
 
 /// Runs leased rows through their endpoint's handlers and commits the outcome.
 pub struct Processor {
@@ -260,8 +260,7 @@ impl Processor {
 
 /// `concurrency` worker loops beside (or without) ingress.
 pub struct WorkerPool {
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: StoppableTasks,
 }
 
 impl WorkerPool {
@@ -271,34 +270,31 @@ impl WorkerPool {
         concurrency: usize,
         poll_interval: Duration,
     ) -> WorkerPool {
-        let (stop, stop_rx) = watch::channel(false);
+        let (mut tasks, stop_rx) = StoppableTasks::new();
         let instance = uuid::Uuid::now_v7();
-        let tasks = (0..concurrency)
-            .map(|i| {
-                let processor = Arc::clone(&processor);
-                let owner = format!("{instance}/{i}");
-                let stop_rx = stop_rx.clone();
-                tokio::spawn(worker_loop(processor, owner, poll_interval, stop_rx))
-            })
-            .collect();
+        for i in 0..concurrency {
+            let processor = Arc::clone(&processor);
+            let owner = format!("{instance}/{i}");
+            tasks.push(tokio::spawn(worker_loop(
+                processor,
+                owner,
+                poll_interval,
+                stop_rx.clone(),
+            )));
+        }
         tracing::info!(concurrency, "workers started");
-        WorkerPool { stop, tasks }
+        WorkerPool { tasks }
     }
 
     /// Stops leasing; waits up to `grace` for in-flight events, then abandons them (their
     /// leases expire and another worker takes them).
     pub async fn shutdown(self, grace: Duration) {
-        let _ = self.stop.send(true);
-        let deadline = tokio::time::Instant::now() + grace;
-        for task in self.tasks {
-            let abort = task.abort_handle();
-            if tokio::time::timeout_at(deadline, task).await.is_err() {
-                abort.abort();
-                tracing::warn!(
-                    "a worker was still busy at shutdown; its event returns after the lease"
-                );
-            }
-        }
+        self.tasks
+            .shutdown(
+                grace,
+                "a worker was still busy at shutdown; its event returns after the lease",
+            )
+            .await;
         tracing::info!("workers stopped");
     }
 }
