@@ -16,6 +16,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../migrations/postgres/0002_processing.sql"),
     ),
+    (
+        3,
+        include_str!("../../migrations/postgres/0003_lease_index.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).
