@@ -116,6 +116,33 @@ impl fmt::Debug for InboxRecord {
     }
 }
 
+/// What is still to be done, read from the durable state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Inbox rows waiting for processing (`RECEIVED`).
+    pub received: u64,
+    /// `received_at` (unix ms) of the oldest of them.
+    pub oldest_received_at_ms: Option<i64>,
+    /// Inbox rows whose processing `FAILED`.
+    pub failed: u64,
+    /// Deliveries not yet made (`PENDING`).
+    pub outbox_pending: u64,
+    /// `created_at` (unix ms) of the oldest of them.
+    pub oldest_pending_at_ms: Option<i64>,
+    /// Deliveries that `FAILED`.
+    pub outbox_failed: u64,
+}
+
+/// One query for [`Store::backlog`]; the same SQL on both backends (each count is served by
+/// a status index).
+pub(crate) const BACKLOG_SQL: &str = "SELECT \
+     (SELECT count(*) FROM inbox WHERE status = 'RECEIVED'), \
+     (SELECT min(received_at) FROM inbox WHERE status = 'RECEIVED'), \
+     (SELECT count(*) FROM inbox WHERE status = 'FAILED'), \
+     (SELECT count(*) FROM outbox WHERE status = 'PENDING'), \
+     (SELECT min(created_at) FROM outbox WHERE status = 'PENDING'), \
+     (SELECT count(*) FROM outbox WHERE status = 'FAILED')";
+
 /// Filter for listing events (operator CLI, tests, benchmark verification).
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
@@ -161,6 +188,10 @@ pub trait Store: OutboxStore + Send + Sync + 'static {
 
     /// Number of inbox rows, all statuses (benchmark and test verification).
     async fn count_inbox(&self) -> Result<u64, StoreError>;
+
+    /// Durable work still to do, for the lag gauges on `/metrics` (alert on these, not on
+    /// queue depth alone).
+    async fn backlog(&self) -> Result<Backlog, StoreError>;
 
     /// The distinct `provider_event_id`s stored for `endpoint_id`, sorted ascending
     /// (the benchmark checks that exactly the sent events were stored).

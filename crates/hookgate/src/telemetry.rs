@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use metrics::{counter, histogram};
+use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::config::{LogConfig, LogFormat};
@@ -16,6 +16,13 @@ pub const ACK_LATENCY: &str = "hookgate_ack_latency_seconds";
 pub const COMMIT_LATENCY: &str = "hookgate_commit_latency_seconds";
 pub const SECRET_MATCHED: &str = "hookgate_secret_version_matched_total";
 pub const COMMIT_FAILURES: &str = "hookgate_commit_failures_total";
+pub const INBOX_RECEIVED: &str = "hookgate_inbox_received";
+pub const INBOX_OLDEST_AGE: &str = "hookgate_inbox_oldest_received_age_seconds";
+pub const INBOX_FAILED: &str = "hookgate_inbox_failed";
+pub const OUTBOX_PENDING: &str = "hookgate_outbox_pending";
+pub const OUTBOX_OLDEST_AGE: &str = "hookgate_outbox_oldest_pending_age_seconds";
+pub const OUTBOX_FAILED: &str = "hookgate_outbox_failed";
+pub const BACKLOG_PROBE_FAILURES: &str = "hookgate_backlog_probe_failures_total";
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0,
@@ -87,4 +94,22 @@ pub fn commit_finished(elapsed: Duration, ok: bool) {
 pub fn secret_matched(endpoint: &str, version: &str) {
     counter!(SECRET_MATCHED, "endpoint" => endpoint.to_owned(), "version" => version.to_owned())
         .increment(1);
+}
+
+/// The durable backlog as read at a `/metrics` scrape: what is waiting, how old the oldest
+/// waiting item is, and what failed. These are the figures to alert on.
+pub fn backlog_observed(b: &hookgate_store::Backlog, now_ms: i64) {
+    let age = |at: Option<i64>| at.map_or(0.0, |t| (now_ms - t).max(0) as f64 / 1000.0);
+    gauge!(INBOX_RECEIVED).set(b.received as f64);
+    gauge!(INBOX_OLDEST_AGE).set(age(b.oldest_received_at_ms));
+    gauge!(INBOX_FAILED).set(b.failed as f64);
+    gauge!(OUTBOX_PENDING).set(b.outbox_pending as f64);
+    gauge!(OUTBOX_OLDEST_AGE).set(age(b.oldest_pending_at_ms));
+    gauge!(OUTBOX_FAILED).set(b.outbox_failed as f64);
+}
+
+/// The backlog could not be read for a scrape; the gauges keep their last values.
+pub fn backlog_unavailable() {
+    counter!(BACKLOG_PROBE_FAILURES).increment(1);
+    tracing::warn!("backlog probe failed; lag gauges are stale");
 }

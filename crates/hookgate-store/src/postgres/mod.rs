@@ -319,6 +319,28 @@ impl Store for PostgresStore {
         u64::try_from(n).map_err(|_| StoreError::Corrupt("negative row count".into()))
     }
 
+    async fn backlog(&self) -> Result<crate::Backlog, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(self.read_timeout(), async {
+            let stmt = client.prepare_cached(crate::BACKLOG_SQL).await?;
+            client.query_one(&stmt, &[]).await
+        })
+        .await;
+        let row = finish_read(client, res)?;
+        let count = |i: usize| {
+            u64::try_from(row.get::<_, i64>(i))
+                .map_err(|_| StoreError::Corrupt("negative row count".into()))
+        };
+        Ok(crate::Backlog {
+            received: count(0)?,
+            oldest_received_at_ms: row.get(1),
+            failed: count(2)?,
+            outbox_pending: count(3)?,
+            oldest_pending_at_ms: row.get(4),
+            outbox_failed: count(5)?,
+        })
+    }
+
     /// In byte order (`COLLATE "C"`), as SQLite sorts.
     async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
         let client = self.client().await?;

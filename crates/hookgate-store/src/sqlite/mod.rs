@@ -255,6 +255,10 @@ impl Store for SqliteStore {
         self.read(read::count_inbox).await
     }
 
+    async fn backlog(&self) -> Result<crate::Backlog, StoreError> {
+        self.read(read::backlog).await
+    }
+
     async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
         let endpoint_id = endpoint_id.to_owned();
         self.read(move |conn| read::distinct_event_ids(conn, &endpoint_id))

@@ -191,6 +191,22 @@ pub(super) fn count_inbox(conn: &Connection) -> rusqlite::Result<u64> {
     u64::try_from(n).map_err(|_| corrupt("negative row count".into()))
 }
 
+pub(super) fn backlog(conn: &Connection) -> rusqlite::Result<crate::Backlog> {
+    conn.prepare_cached(crate::BACKLOG_SQL)?.query_row([], |r| {
+        let count = |i: usize| -> rusqlite::Result<u64> {
+            u64::try_from(r.get::<_, i64>(i)?).map_err(|_| corrupt("negative row count".into()))
+        };
+        Ok(crate::Backlog {
+            received: count(0)?,
+            oldest_received_at_ms: r.get(1)?,
+            failed: count(2)?,
+            outbox_pending: count(3)?,
+            oldest_pending_at_ms: r.get(4)?,
+            outbox_failed: count(5)?,
+        })
+    })
+}
+
 pub(super) fn distinct_event_ids(
     conn: &Connection,
     endpoint_id: &str,

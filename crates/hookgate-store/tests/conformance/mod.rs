@@ -571,6 +571,19 @@ pub async fn ping_and_counts(store: Arc<dyn Store>) {
         store.distinct_event_ids("ep-count").await.unwrap(),
         vec!["a", "b", "c"]
     );
+    // Four rows wait for processing; nothing failed, nothing to deliver.
+    let backlog = store.backlog().await.unwrap();
+    assert_eq!(backlog.received, 4);
+    assert!(backlog.oldest_received_at_ms.is_some());
+    assert_eq!(
+        (
+            backlog.failed,
+            backlog.outbox_pending,
+            backlog.outbox_failed
+        ),
+        (0, 0, 0)
+    );
+    assert_eq!(backlog.oldest_pending_at_ms, None);
     store.ping().await.unwrap();
     store.close().await;
 }

@@ -1,4 +1,5 @@
-//! The admin listener: `/metrics` (Prometheus), `/healthz` (the process runs), `/readyz`
+//! The admin listener: `/metrics` (Prometheus; each scrape also reads the durable backlog for
+//! the lag gauges), `/healthz` (the process runs), `/readyz`
 //! (ready only when the store answers). Kept off the webhook listener so providers never see it.
 
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::state::AppState;
+use crate::telemetry;
 
 #[derive(Clone)]
 struct AdminState {
@@ -26,6 +28,12 @@ pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
 }
 
 async fn render_metrics(State(s): State<AdminState>) -> String {
+    let probe =
+        tokio::time::timeout(std::time::Duration::from_secs(1), s.app.store.backlog()).await;
+    match probe {
+        Ok(Ok(backlog)) => telemetry::backlog_observed(&backlog, s.app.clock.now_ms()),
+        _ => telemetry::backlog_unavailable(),
+    }
     s.metrics.render()
 }
 

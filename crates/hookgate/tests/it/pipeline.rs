@@ -549,6 +549,19 @@ async fn readyz_and_metrics() {
     assert!(r.body.contains("hookgate_ack_latency_seconds"));
     assert!(r.body.contains("hookgate_commit_latency_seconds"));
     assert!(r.body.contains("hookgate_secret_version_matched_total"));
+    // Lag gauges come from the durable state: one event waits (no workers run here), and its
+    // age follows the clock.
+    assert!(r.body.contains("hookgate_inbox_received 1\n"), "{}", r.body);
+    assert!(r.body.contains("hookgate_inbox_failed 0\n"));
+    assert!(r.body.contains("hookgate_outbox_pending 0\n"));
+    g.clock.set_secs(NOW + 90);
+    let r = send_raw_async(g.admin, build_request("GET", "/metrics", &[], b"")).await;
+    assert!(
+        r.body
+            .contains("hookgate_inbox_oldest_received_age_seconds 90\n"),
+        "{}",
+        r.body
+    );
     // The store going away makes /readyz fail.
     g.store().close().await;
     let r = send_raw_async(g.admin, build_request("GET", "/readyz", &[], b"")).await;
