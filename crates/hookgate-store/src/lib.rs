@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use hookgate_core::{InboxStatus, Outcome};
 
+mod lease;
 pub mod outbox;
 pub mod postgres;
 pub mod processing;

@@ -13,8 +13,10 @@ use hookgate_core::OutboxStatus;
 use tokio_postgres::Row;
 
 use super::error::{Failure, classify, classify_commit, from_pool};
+use super::processing::fail_leased;
 use super::read::{COLUMNS, record};
 use super::{PostgresStore, finish_read};
+use crate::lease::LeasedTable;
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
 use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
 
@@ -192,32 +194,17 @@ async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
             Ok(Done::Count(1))
         }
         Op::Fail(f) => {
-            let status = match f.retry_at_ms {
-                Some(_) => "PENDING",
-                None => "FAILED",
-            };
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE outbox SET status = $4, next_attempt_at = $5, last_error = $6, \
-                         lease_owner = NULL, lease_until = NULL \
-                     WHERE outbox_id = $1 AND status = 'PENDING' \
-                       AND lease_owner = $2 AND lease_until > $3",
-                )
-                .await?;
-            let n = tx
-                .execute(
-                    &stmt,
-                    &[
-                        &f.outbox_id,
-                        &f.owner,
-                        &f.now_ms,
-                        &status,
-                        &f.retry_at_ms,
-                        &f.stored_error(),
-                    ],
-                )
-                .await?;
-            if n == 0 {
+            let held = fail_leased(
+                tx,
+                LeasedTable::Outbox,
+                &f.outbox_id,
+                &f.owner,
+                f.now_ms,
+                f.retry_at_ms,
+                &f.stored_error(),
+            )
+            .await?;
+            if !held {
                 return Err(Failed::LeaseLost);
             }
             Ok(Done::Count(1))

@@ -15,6 +15,7 @@ use hookgate_core::Outcome;
 
 use super::error::{Failure, classify, classify_commit, from_pool};
 use super::read::{COLUMNS, record};
+use crate::lease::LeasedTable;
 use crate::processing::{
     BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
 };
@@ -354,35 +355,41 @@ pub(super) async fn fail_attempt(
 }
 
 async fn fail_in(tx: &Transaction<'_>, a: &FailedAttempt) -> Result<(), Failed> {
-    let status = match a.retry_at_ms {
-        Some(_) => "RECEIVED",
-        None => "FAILED",
-    };
+    let held = fail_leased(
+        tx,
+        LeasedTable::Inbox,
+        &a.inbox_id,
+        &a.owner,
+        a.now_ms,
+        a.retry_at_ms,
+        &a.stored_error(),
+    )
+    .await?;
+    if held { Ok(()) } else { Err(Failed::LeaseLost) }
+}
+
+/// A fenced failed attempt on a leased row (see [`LeasedTable::fail_sql`]); `Ok(false)` when
+/// the caller no longer holds the lease and nothing was written.
+pub(super) async fn fail_leased(
+    tx: &Transaction<'_>,
+    table: LeasedTable,
+    id: &str,
+    owner: &str,
+    now_ms: i64,
+    retry_at_ms: Option<i64>,
+    error: &str,
+) -> Result<bool, tokio_postgres::Error> {
     let stmt = tx
-        .prepare_cached(
-            "UPDATE inbox SET status = $4, next_attempt_at = $5, last_error = $6, \
-                 lease_owner = NULL, lease_until = NULL \
-             WHERE inbox_id = $1 AND status = 'RECEIVED' \
-               AND lease_owner = $2 AND lease_until > $3",
-        )
+        .prepare_cached(&table.fail_sql(|n| format!("${n}")))
         .await?;
+    let status = table.status_after_failure(retry_at_ms);
     let n = tx
         .execute(
             &stmt,
-            &[
-                &a.inbox_id,
-                &a.owner,
-                &a.now_ms,
-                &status,
-                &a.retry_at_ms,
-                &a.stored_error(),
-            ],
+            &[&id, &owner, &now_ms, &status, &retry_at_ms, &error],
         )
         .await?;
-    if n == 0 {
-        return Err(Failed::LeaseLost);
-    }
-    Ok(())
+    Ok(n == 1)
 }
 
 pub(super) async fn retry_event(

@@ -18,6 +18,7 @@ use super::error::is_environmental;
 use super::read::from_row_error;
 use super::writer::{Command, Executed};
 use crate::StoreError;
+use crate::lease::LeasedTable;
 use crate::processing::ProcessingError;
 
 /// How a command failed inside the writer.
@@ -113,4 +114,28 @@ impl SqliteStore {
             ))
         })?
     }
+}
+
+/// A fenced failed attempt on a leased row (see [`LeasedTable::fail_sql`]); `Ok(false)` when
+/// the caller no longer holds the lease and nothing was written.
+pub(super) fn fail_leased(
+    conn: &Connection,
+    table: LeasedTable,
+    id: &str,
+    owner: &str,
+    now_ms: i64,
+    retry_at_ms: Option<i64>,
+    error: &str,
+) -> rusqlite::Result<bool> {
+    let n = conn
+        .prepare_cached(&table.fail_sql(|n| format!("?{n}")))?
+        .execute(rusqlite::params![
+            id,
+            owner,
+            now_ms,
+            table.status_after_failure(retry_at_ms),
+            retry_at_ms,
+            error,
+        ])?;
+    Ok(n == 1)
 }

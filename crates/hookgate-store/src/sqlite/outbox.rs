@@ -8,8 +8,9 @@ use hookgate_core::OutboxStatus;
 use rusqlite::Row;
 
 use super::SqliteStore;
-use super::command::Failed;
+use super::command::{Failed, fail_leased};
 use super::read::{COLUMNS, corrupt, record};
+use crate::lease::LeasedTable;
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
 use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
 
@@ -115,29 +116,16 @@ impl OutboxStore for SqliteStore {
 
     async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError> {
         self.write(move |tx| {
-            let status = match failure.retry_at_ms {
-                Some(_) => "PENDING",
-                None => "FAILED",
-            };
-            let n = tx
-                .prepare_cached(
-                    "UPDATE outbox SET status = ?4, next_attempt_at = ?5, last_error = ?6, \
-                             lease_owner = NULL, lease_until = NULL \
-                         WHERE outbox_id = ?1 AND status = 'PENDING' \
-                           AND lease_owner = ?2 AND lease_until > ?3",
-                )?
-                .execute(rusqlite::params![
-                    failure.outbox_id,
-                    failure.owner,
-                    failure.now_ms,
-                    status,
-                    failure.retry_at_ms,
-                    failure.stored_error(),
-                ])?;
-            if n == 0 {
-                return Err(Failed::LeaseLost);
-            }
-            Ok(())
+            let held = fail_leased(
+                tx,
+                LeasedTable::Outbox,
+                &failure.outbox_id,
+                &failure.owner,
+                failure.now_ms,
+                failure.retry_at_ms,
+                &failure.stored_error(),
+            )?;
+            if held { Ok(()) } else { Err(Failed::LeaseLost) }
         })
         .await
     }

@@ -11,8 +11,9 @@ use hookgate_core::Outcome;
 use rusqlite::{Connection, OptionalExtension};
 
 use super::SqliteStore;
-use super::command::Failed;
+use super::command::{Failed, fail_leased};
 use super::read::{COLUMNS, record};
+use crate::lease::LeasedTable;
 use crate::processing::{
     BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
 };
@@ -65,29 +66,16 @@ impl SqliteStore {
         attempt: FailedAttempt,
     ) -> Result<(), ProcessingError> {
         self.write(move |tx| {
-            let status = match attempt.retry_at_ms {
-                Some(_) => "RECEIVED",
-                None => "FAILED",
-            };
-            let n = tx
-                .prepare_cached(
-                    "UPDATE inbox SET status = ?4, next_attempt_at = ?5, last_error = ?6, \
-                             lease_owner = NULL, lease_until = NULL \
-                         WHERE inbox_id = ?1 AND status = 'RECEIVED' \
-                           AND lease_owner = ?2 AND lease_until > ?3",
-                )?
-                .execute(rusqlite::params![
-                    attempt.inbox_id,
-                    attempt.owner,
-                    attempt.now_ms,
-                    status,
-                    attempt.retry_at_ms,
-                    attempt.stored_error(),
-                ])?;
-            if n == 0 {
-                return Err(Failed::LeaseLost);
-            }
-            Ok(())
+            let held = fail_leased(
+                tx,
+                LeasedTable::Inbox,
+                &attempt.inbox_id,
+                &attempt.owner,
+                attempt.now_ms,
+                attempt.retry_at_ms,
+                &attempt.stored_error(),
+            )?;
+            if held { Ok(()) } else { Err(Failed::LeaseLost) }
         })
         .await
     }
