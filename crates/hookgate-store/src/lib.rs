@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use hookgate_core::{InboxStatus, Outcome};
 
+mod admission;
 mod lease;
 pub mod outbox;
 pub mod postgres;
@@ -180,6 +181,13 @@ pub trait Store: OutboxStore + Send + Sync + 'static {
     /// durably before returning. On conflict, returns the existing row's id.
     async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError>;
 
+    /// Whether an acceptance would be admitted to the commit queue now: `false` while the
+    /// queue holds more than `max_queue_wait` of work. Cheap; the ingress checks it before
+    /// reading a body, so shed requests cost almost nothing.
+    fn admits(&self) -> bool {
+        true
+    }
+
     /// Cheap liveness probe of the database (for `/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
 
@@ -266,6 +274,10 @@ pub struct GroupCommitOptions {
     pub max_batch: usize,
     /// Rows queued for the writer before new requests are shed with [`StoreError::Overloaded`].
     pub queue_capacity: usize,
+    /// Longest a row waits in the queue for its batch. The queue admits about this much
+    /// work at the measured commit rate and sheds the rest with [`StoreError::Overloaded`]
+    /// (503 + `Retry-After`), so acknowledgement latency stays bounded under overload.
+    pub max_queue_wait: std::time::Duration,
 }
 
 impl Default for GroupCommitOptions {
@@ -274,6 +286,7 @@ impl Default for GroupCommitOptions {
             enabled: true,
             max_batch: 512,
             queue_capacity: 8192,
+            max_queue_wait: std::time::Duration::from_millis(100),
         }
     }
 }

@@ -17,7 +17,10 @@ use hookgate_store::postgres::{PostgresOptions, PostgresStore};
 use hookgate_store::{Acceptance, GroupCommitOptions, Store, StoreError};
 use hookgate_testkit::PgTestDb;
 
-async fn store_on(url: &str, options: PostgresOptions) -> PostgresStore {
+/// Contract tests are not about shedding: a loaded CI machine could make rows wait past the
+/// default `max_queue_wait`, so these stores never shed (shedding has its own tests).
+async fn store_on(url: &str, mut options: PostgresOptions) -> PostgresStore {
+    options.group_commit.max_queue_wait = conformance::NEVER_SHED;
     PostgresStore::connect(url, options).await.expect("connect")
 }
 
@@ -58,6 +61,7 @@ async fn small_batches_keep_the_contract() {
             enabled: true,
             max_batch: 3,
             queue_capacity: 4096,
+            ..Default::default()
         },
         ..PostgresOptions::default()
     })
@@ -224,6 +228,7 @@ async fn full_queue_sheds_with_overloaded() {
             enabled: true,
             max_batch: 1,
             queue_capacity: 1,
+            ..Default::default()
         },
         ..PostgresOptions::default()
     })
@@ -245,6 +250,35 @@ async fn full_queue_sheds_with_overloaded() {
     assert!(shed > 0, "a full queue sheds");
     assert!(ok > 0);
     assert_eq!(store.count_inbox().await.unwrap(), ok);
+    store.close().await;
+}
+
+/// Batch workers stalled behind a table lock: rows that wait past `max_queue_wait` are shed
+/// unwritten, and admission reopens once the queue drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stalled_commits_shed_rows_that_waited_too_long() {
+    let db = hookgate_testkit::postgres().await;
+    let mut options = PostgresOptions::default();
+    options.group_commit.max_queue_wait = std::time::Duration::from_millis(100);
+    // Not `store_on`: this test is about shedding.
+    let store: Arc<dyn Store> = Arc::new(
+        PostgresStore::connect(db.url(), options)
+            .await
+            .expect("connect"),
+    );
+    let (mut blocker, connection) = tokio_postgres::connect(db.url(), tokio_postgres::NoTls)
+        .await
+        .expect("blocker connects");
+    tokio::spawn(connection);
+    let lock = blocker.transaction().await.unwrap();
+    lock.batch_execute("LOCK TABLE inbox IN EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    conformance::shed_during_stall(Arc::clone(&store), async move {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        lock.commit().await.unwrap();
+    })
+    .await;
     store.close().await;
 }
 

@@ -16,7 +16,10 @@ async fn fresh_sqlite() -> (Arc<dyn Store>, TempDir) {
     fresh_with(GroupCommitOptions::default())
 }
 
-fn fresh_with(options: GroupCommitOptions) -> (Arc<dyn Store>, TempDir) {
+/// Contract tests are not about shedding: a loaded CI machine could make rows wait past the
+/// default `max_queue_wait`, so these stores never shed (shedding has its own tests).
+fn fresh_with(mut options: GroupCommitOptions) -> (Arc<dyn Store>, TempDir) {
+    options.max_queue_wait = conformance::NEVER_SHED;
     let dir = tempfile::tempdir().expect("temp dir");
     let store = SqliteStore::open(&db_path(dir.path()), options).expect("open sqlite store");
     (Arc::new(store), dir)
@@ -45,6 +48,7 @@ async fn small_batches_keep_the_contract() {
         enabled: true,
         max_batch: 3,
         queue_capacity: 4096,
+        ..Default::default()
     });
     conformance::mixed_distinct_and_duplicates_n(store, 600).await;
 }
@@ -58,6 +62,7 @@ async fn concurrent_requests_share_commits() {
         let path = dir.path().join(format!("batching-{enabled}.db"));
         let options = GroupCommitOptions {
             enabled,
+            max_queue_wait: conformance::NEVER_SHED,
             ..Default::default()
         };
         let store = Arc::new(SqliteStore::open(&path, options).unwrap());
@@ -278,6 +283,7 @@ async fn full_queue_sheds_without_losing_acknowledged_rows() {
         enabled: true,
         max_batch: 1,
         queue_capacity: 1,
+        ..Default::default()
     });
     let rows: Vec<_> = (0..300)
         .map(|i| row("ep-ov", &format!("evt_{i}")))
@@ -312,12 +318,81 @@ async fn full_queue_sheds_without_losing_acknowledged_rows() {
 
 /// `close` answers every queued request after committing it; nothing acknowledged is lost,
 /// nobody is left waiting, and later requests are refused as unavailable.
+/// Checkpoints run on the store's own checkpoint thread, not only inside the writer's commit:
+/// after ~10 MiB of acceptances (well under the writer's 64 MiB backstop) the pages reach
+/// the database file by themselves, and the WAL file stays bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn close_drains_the_queue() {
+async fn committed_pages_are_checkpointed_off_the_writer() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(dir.path());
     let store: Arc<dyn Store> =
         Arc::new(SqliteStore::open(&path, GroupCommitOptions::default()).unwrap());
+    let db_len = |path: &Path| std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let before = db_len(&path);
+    let rows: Vec<_> = (0..40)
+        .map(|i| {
+            let mut r = row("ep-checkpoint", &format!("evt_{i}"));
+            r.payload = vec![u8::try_from(i).unwrap(); 256 * 1024];
+            r
+        })
+        .collect();
+    for (_, result) in accept_all(&store, rows, 8).await {
+        assert!(
+            matches!(result, Ok(Acceptance::Accepted { .. })),
+            "{result:?}"
+        );
+    }
+    // Liveness, not speed: the checkpoint thread gets generous time to copy the pages.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while db_len(&path) < before + 8 * 1024 * 1024 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint reached the database file: {} bytes (WAL {} bytes)",
+            db_len(&path),
+            db_len(&path.with_extension("db-wal"))
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(store.count_inbox().await.unwrap(), 40);
+    store.close().await;
+    // Closing the last connection checkpoints the rest and removes the WAL.
+    assert!(!path.with_extension("db-wal").exists());
+    let reopened = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    assert_eq!(reopened.count_inbox().await.unwrap(), 40);
+    reopened.close().await;
+}
+
+/// A writer stalled behind another connection's write lock: rows that wait past
+/// `max_queue_wait` are shed unwritten, and admission reopens once the queue drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stalled_writer_sheds_rows_that_waited_too_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(dir.path());
+    let options = GroupCommitOptions {
+        max_queue_wait: std::time::Duration::from_millis(100),
+        ..Default::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, options).unwrap());
+    // An operator's transaction holds the write lock (the writer waits up to its busy timeout).
+    let blocker = rusqlite::Connection::open(&path).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    conformance::shed_during_stall(Arc::clone(&store), async move {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        blocker.execute_batch("COMMIT").unwrap();
+    })
+    .await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn close_drains_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(dir.path());
+    let options = GroupCommitOptions {
+        max_queue_wait: conformance::NEVER_SHED,
+        ..Default::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path, options).unwrap());
     let mut tasks = tokio::task::JoinSet::new();
     let rows: Vec<_> = (0..400)
         .map(|i| row("ep-close", &format!("evt_{i}")))

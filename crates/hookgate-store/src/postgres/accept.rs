@@ -22,18 +22,21 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::error::{Failure, classify, classify_commit, duplicate, from_pool};
+use crate::admission::Admission;
 use crate::{Acceptance, NewInboxRow, StoreError};
 
 /// One caller waiting for its row's commit.
 pub(super) struct Job {
     pub(super) row: NewInboxRow,
     pub(super) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+    /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
+    pub(super) enqueued_at: Instant,
 }
 
 /// Attempts of one batch transaction on deadlock / serialization failure.
@@ -75,6 +78,7 @@ fn key_of(row: &NewInboxRow) -> (&str, &str, &str) {
 /// sender is gone and the queue is drained.
 pub(super) async fn worker(
     queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    admission: Arc<Admission>,
     pool: Pool,
     max_batch: usize,
     op_timeout: Duration,
@@ -82,7 +86,14 @@ pub(super) async fn worker(
     loop {
         let jobs = {
             let mut rx = queue.lock().await;
-            let Some(first) = rx.recv().await else { return };
+            let first = match rx.try_recv() {
+                Ok(job) => job,
+                Err(_) => {
+                    admission.queue_empty();
+                    let Some(job) = rx.recv().await else { return };
+                    job
+                }
+            };
             let mut jobs = vec![first];
             while jobs.len() < max_batch {
                 match rx.try_recv() {
@@ -92,8 +103,22 @@ pub(super) async fn worker(
             }
             jobs
         };
-        // Callers that gave up (deadline passed) were already answered 503; skip their rows.
-        let jobs: Vec<Job> = jobs.into_iter().filter(|j| !j.reply.is_closed()).collect();
+        admission.batch_taken(jobs[0].enqueued_at);
+        // Callers that gave up (deadline passed) were already answered 503; rows that waited
+        // longer than `max_queue_wait` are answered 503 now. Neither is written.
+        let jobs: Vec<Job> = jobs
+            .into_iter()
+            .filter_map(|job| {
+                if job.reply.is_closed() {
+                    None
+                } else if admission.expired(job.enqueued_at) {
+                    let _ = job.reply.send(Err(StoreError::Overloaded));
+                    None
+                } else {
+                    Some(job)
+                }
+            })
+            .collect();
         if jobs.is_empty() {
             continue;
         }

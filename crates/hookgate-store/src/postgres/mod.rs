@@ -20,7 +20,7 @@ mod schema;
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 
 use self::accept::Job;
 use self::error::{from_pg, from_pool};
+use crate::admission::Admission;
 use crate::{
     Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
     PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
@@ -79,6 +80,8 @@ pub struct PostgresStore {
     options: PostgresOptions,
     sender: StdMutex<Option<mpsc::Sender<Job>>>,
     workers: StdMutex<Vec<JoinHandle<()>>>,
+    /// Whether acceptances are admitted (the batch workers judge how long rows wait).
+    admission: Arc<Admission>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -166,11 +169,13 @@ impl PostgresStore {
         }
         drop(client);
 
+        let admission = Arc::new(Admission::new(options.group_commit.max_queue_wait));
         let store = PostgresStore {
             pool,
             options,
             sender: StdMutex::new(None),
             workers: StdMutex::new(Vec::new()),
+            admission,
         };
         if store.options.group_commit.enabled {
             store.start_workers();
@@ -191,6 +196,7 @@ impl PostgresStore {
             .map(|_| {
                 tokio::spawn(accept::worker(
                     Arc::clone(&rx),
+                    Arc::clone(&self.admission),
                     self.pool.clone(),
                     gc.max_batch,
                     self.options.request_timeout,
@@ -251,7 +257,16 @@ impl Store for PostgresStore {
             .clone()
             .ok_or_else(|| StoreError::Unavailable("store is closed".into()))?;
         let (reply, answer) = oneshot::channel();
-        match sender.try_send(Job { row, reply }) {
+        // More than `max_queue_wait` of queued work, or a full queue: shed (503, retried).
+        if !self.admission.is_open() {
+            return Err(StoreError::Overloaded);
+        }
+        let job = Job {
+            row,
+            reply,
+            enqueued_at: Instant::now(),
+        };
+        match sender.try_send(job) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(StoreError::Overloaded),
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -267,6 +282,10 @@ impl Store for PostgresStore {
                 "timed out waiting for the commit".into(),
             )),
         }
+    }
+
+    fn admits(&self) -> bool {
+        self.admission.is_open()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -12,6 +12,7 @@
 //! Shutdown: [`Store::close`] drops the channel's only sender; the writer drains what is
 //! queued, commits it, answers it, and exits; `close` then joins the thread.
 
+mod checkpoint;
 mod command;
 mod error;
 mod outbox;
@@ -26,14 +27,16 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+use self::checkpoint::{CheckpointSignal, Checkpointer};
 use self::error::from_sqlite;
 use self::read::ReadPool;
 use self::writer::{Command, Counters, Job, Writer};
+use crate::admission::Admission;
 use crate::{
     Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
     PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
@@ -62,7 +65,12 @@ pub struct SqliteStore {
     sender: Mutex<Option<SyncSender<Command>>>,
     /// Joined by `close`, after the queue is drained.
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Copies committed WAL pages into the database file off the writer's path; stopped by
+    /// `close` after the writer.
+    checkpointer: Mutex<Option<Checkpointer>>,
     reads: Arc<ReadPool>,
+    /// Whether acceptances are admitted (the writer judges how long rows wait).
+    admission: Arc<Admission>,
     /// Shared with the writer; read by [`SqliteStore::commit_stats`].
     counters: Arc<Counters>,
 }
@@ -111,11 +119,16 @@ impl SqliteStore {
 
         let (sender, receiver) = std::sync::mpsc::sync_channel(options.queue_capacity);
         let counters = Arc::new(Counters::default());
+        let signal = Arc::new(CheckpointSignal::default());
+        let admission = Arc::new(Admission::new(options.max_queue_wait));
+        let checkpointer = Checkpointer::start(path.to_path_buf(), Arc::clone(&signal))?;
         let writer = Writer::new(
             path.to_path_buf(),
             conn,
             options.clone(),
             Arc::clone(&counters),
+            signal,
+            Arc::clone(&admission),
         );
         let handle = std::thread::Builder::new()
             .name("hookgate-sqlite-writer".into())
@@ -132,7 +145,9 @@ impl SqliteStore {
             path: path.to_path_buf(),
             sender: Mutex::new(Some(sender)),
             writer: Mutex::new(Some(handle)),
+            checkpointer: Mutex::new(Some(checkpointer)),
             reads: Arc::new(ReadPool::new(path.to_path_buf(), MAX_IDLE_READERS)),
+            admission,
             counters,
         })
     }
@@ -214,8 +229,17 @@ impl Store for SqliteStore {
             let Some(sender) = sender.as_ref() else {
                 return Err(StoreError::Unavailable("sqlite store is closed".into()));
             };
-            // Never block the runtime: a full queue sheds the request (503, provider retries).
-            match sender.try_send(Command::Accept(Job { row, reply })) {
+            // Never block the runtime: more than `max_queue_wait` of queued work, or a full
+            // queue, sheds the request (503, provider retries).
+            if !self.admission.is_open() {
+                return Err(StoreError::Overloaded);
+            }
+            let job = Job {
+                row,
+                reply,
+                enqueued_at: Instant::now(),
+            };
+            match sender.try_send(Command::Accept(job)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded),
                 Err(TrySendError::Disconnected(_)) => {
@@ -228,6 +252,10 @@ impl Store for SqliteStore {
         answer.await.map_err(|_| {
             StoreError::CommitUnknown("sqlite writer stopped before answering".into())
         })?
+    }
+
+    fn admits(&self) -> bool {
+        self.admission.is_open()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -284,6 +312,15 @@ impl Store for SqliteStore {
                 Ok(Err(_)) => tracing::error!("sqlite writer thread panicked"),
                 Err(e) => tracing::error!(error = %e, "joining the sqlite writer failed"),
             }
+        }
+        let checkpointer = self
+            .checkpointer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut checkpointer) = checkpointer {
+            // Joining waits for a checkpoint in progress (file copies and an fsync).
+            let _ = tokio::task::spawn_blocking(move || checkpointer.stop()).await;
         }
         self.reads.clear();
     }
@@ -376,6 +413,19 @@ pub(super) fn open_write_connection(path: &Path) -> Result<Connection, StoreErro
         .map_err(from_sqlite)?;
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(from_sqlite)?;
+    // Checkpoints run on their own thread (checkpoint.rs); this is only the backstop.
+    conn.pragma_update(
+        None,
+        "wal_autocheckpoint",
+        checkpoint::WRITER_AUTOCHECKPOINT_PAGES,
+    )
+    .map_err(from_sqlite)?;
+    conn.pragma_update(
+        None,
+        "journal_size_limit",
+        checkpoint::JOURNAL_SIZE_LIMIT_BYTES,
+    )
+    .map_err(from_sqlite)?;
     tune_cache(&conn)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)

@@ -26,14 +26,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension};
 use tokio::sync::oneshot;
 
+use super::checkpoint::CheckpointSignal;
 use super::error::{from_sqlite, is_environmental};
 use super::open_write_connection;
+use crate::admission::Admission;
 use crate::{Acceptance, GroupCommitOptions, NewInboxRow, StoreError};
 
 /// What the writer thread is asked to do.
@@ -64,6 +66,8 @@ pub(super) struct Job {
     pub(super) row: NewInboxRow,
     /// Answered only after the batch's commit (or its failure).
     pub(super) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+    /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
+    pub(super) enqueued_at: Instant,
 }
 
 const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
@@ -90,6 +94,10 @@ pub(super) struct Writer {
     conn: Option<Connection>,
     options: GroupCommitOptions,
     counters: Arc<Counters>,
+    /// Told how much each commit wrote, so checkpoints run on their own thread.
+    checkpoint: Arc<CheckpointSignal>,
+    /// Told how long the rows of each batch waited; sheds rows that waited too long.
+    admission: Arc<Admission>,
     /// Test hook: make the next COMMIT fail as the `store.commit` failpoint would.
     #[cfg(test)]
     fail_next_commit: bool,
@@ -101,12 +109,16 @@ impl Writer {
         conn: Connection,
         options: GroupCommitOptions,
         counters: Arc<Counters>,
+        checkpoint: Arc<CheckpointSignal>,
+        admission: Arc<Admission>,
     ) -> Self {
         Self {
             path,
             conn: Some(conn),
             options,
             counters,
+            checkpoint,
+            admission,
             #[cfg(test)]
             fail_next_commit: false,
         }
@@ -121,17 +133,51 @@ impl Writer {
         };
         let mut batch = Vec::with_capacity(max_batch);
         // `recv` keeps returning queued commands after the last sender is gone, so close drains.
-        while let Ok(first) = rx.recv() {
-            batch.push(first);
+        loop {
+            let first = match rx.try_recv() {
+                Ok(command) => command,
+                Err(TryRecvError::Empty) => {
+                    self.admission.queue_empty();
+                    match rx.recv() {
+                        Ok(command) => command,
+                        Err(_) => break,
+                    }
+                }
+                Err(TryRecvError::Disconnected) => break,
+            };
+            self.take(&mut batch, first);
             while batch.len() < max_batch {
                 match rx.try_recv() {
-                    Ok(command) => batch.push(command),
+                    Ok(command) => self.take(&mut batch, command),
                     Err(_) => break,
                 }
             }
-            self.run_batch(&mut batch);
+            if let Some(oldest) = batch.iter().find_map(|c| match c {
+                Command::Accept(job) => Some(job.enqueued_at),
+                Command::Exec(_) => None,
+            }) {
+                self.admission.batch_taken(oldest);
+            }
+            if !batch.is_empty() {
+                self.run_batch(&mut batch);
+            }
         }
         tracing::debug!("sqlite writer stopped");
+    }
+
+    /// Adds a dequeued command to the batch, unless it is an acceptance that already waited
+    /// longer than `max_queue_wait`: that one is answered `Overloaded` without being written.
+    fn take(&self, batch: &mut Vec<Command>, command: Command) {
+        match command {
+            Command::Accept(job) => {
+                if self.admission.expired(job.enqueued_at) {
+                    let _ = job.reply.send(Err(StoreError::Overloaded));
+                } else {
+                    batch.push(Command::Accept(job));
+                }
+            }
+            exec @ Command::Exec(_) => batch.push(exec),
+        }
     }
 
     /// Runs one group-commit transaction over `batch` and answers everything in it.
@@ -139,6 +185,16 @@ impl Writer {
         let started = Instant::now();
         let (mut results, commit_error) = self.execute_batch(batch);
         let rows = batch.len();
+        if commit_error.is_none() {
+            let payload_bytes = batch
+                .iter()
+                .map(|command| match command {
+                    Command::Accept(job) => job.row.payload.len() as u64,
+                    Command::Exec(_) => 0,
+                })
+                .sum();
+            self.checkpoint.committed(rows, payload_bytes);
+        }
         let failed = results.iter().filter(|r| r.failed()).count();
         self.counters.transactions.fetch_add(1, Ordering::Relaxed);
         self.counters.rows.fetch_add(rows as u64, Ordering::Relaxed);
@@ -417,7 +473,14 @@ mod tests {
         let path = dir.path().join("w.db");
         let mut conn = open_write_connection(&path).unwrap();
         migrate(&mut conn).unwrap();
-        Writer::new(path, conn, GroupCommitOptions::default(), Arc::default())
+        Writer::new(
+            path,
+            conn,
+            GroupCommitOptions::default(),
+            Arc::default(),
+            Arc::default(),
+            Arc::new(Admission::new(std::time::Duration::from_secs(60))),
+        )
     }
 
     /// Runs one batch and returns the answers in order.
@@ -428,7 +491,11 @@ mod tests {
             .map(|row| {
                 let (reply, rx) = oneshot::channel();
                 rxs.push(rx);
-                Command::Accept(Job { row, reply })
+                Command::Accept(Job {
+                    row,
+                    reply,
+                    enqueued_at: Instant::now(),
+                })
             })
             .collect();
         w.run_batch(&mut batch);
@@ -571,6 +638,7 @@ mod tests {
             Command::Accept(Job {
                 row: row("b", "e2"),
                 reply,
+                enqueued_at: Instant::now(),
             }),
             command,
         ];
@@ -597,6 +665,7 @@ mod tests {
             Command::Accept(Job {
                 row: row("c", "e3"),
                 reply,
+                enqueued_at: Instant::now(),
             }),
         ];
         w.run_batch(&mut batch);

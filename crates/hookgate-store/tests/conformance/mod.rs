@@ -110,6 +110,9 @@ pub fn row_for(provider: &str, endpoint_id: &str, event_id: &str) -> NewInboxRow
     }
 }
 
+/// A `max_queue_wait` no test reaches.
+pub const NEVER_SHED: std::time::Duration = std::time::Duration::from_secs(3600);
+
 pub fn row(endpoint_id: &str, event_id: &str) -> NewInboxRow {
     row_for("stripe", endpoint_id, event_id)
 }
@@ -600,4 +603,66 @@ pub async fn close_rejects_new_work(store: Arc<dyn Store>) {
         .unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     store.close().await;
+}
+
+/// The shedding contract under a stalled commit path. `stall` is holding the store's write
+/// lock when this is called; `release` ends the stall after a while. Rows that waited longer
+/// than the store's `max_queue_wait` (well under the stall) are answered `Overloaded` and
+/// never written; every `Accepted` row is stored; once the queue drains the store admits
+/// again and accepts new rows.
+pub async fn shed_during_stall(
+    store: Arc<dyn Store>,
+    release: impl std::future::Future<Output = ()>,
+) {
+    let mut tasks = JoinSet::new();
+    for i in 0..40 {
+        let store = Arc::clone(&store);
+        let r = row("ep-shed", &format!("evt_shed_{i}"));
+        tasks.spawn(async move { (r.clone(), store.accept(r).await) });
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    release.await;
+    let (mut accepted, mut shed) = (Vec::new(), 0);
+    while let Some(joined) = tasks.join_next().await {
+        match joined.expect("accept task") {
+            (r, Ok(Acceptance::Accepted { inbox_id })) => {
+                assert_eq!(inbox_id, r.inbox_id);
+                accepted.push(inbox_id);
+            }
+            (_, Err(StoreError::Overloaded)) => shed += 1,
+            (_, other) => panic!("only Accepted or Overloaded under a stall, got {other:?}"),
+        }
+    }
+    assert!(
+        shed > 0,
+        "rows queued behind a stall longer than max_queue_wait are shed"
+    );
+    assert!(
+        !accepted.is_empty(),
+        "the batch taken before the stall commits"
+    );
+    assert_eq!(
+        store.count_inbox().await.unwrap(),
+        accepted.len() as u64,
+        "shed rows are never written"
+    );
+    for id in &accepted {
+        assert!(
+            store.get_event(id).await.unwrap().is_some(),
+            "acknowledged {id} lost"
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !store.admits() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "admission never reopened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let after = store.accept(row("ep-shed", "evt_after")).await;
+    assert!(
+        matches!(after, Ok(Acceptance::Accepted { .. })),
+        "{after:?}"
+    );
 }

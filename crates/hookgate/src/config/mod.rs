@@ -370,6 +370,11 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config, ConfigErr
                 defaults.queue_capacity,
                 "store.queue_capacity",
             )?,
+            max_queue_wait: Duration::from_millis(positive(
+                raw.store.max_queue_wait_ms.map(|v| v as usize),
+                defaults.max_queue_wait.as_millis() as usize,
+                "store.max_queue_wait_ms",
+            )? as u64),
         },
         pool_size: positive(raw.store.pool_size, 16, "store.pool_size")?,
     };
@@ -821,10 +826,11 @@ pub fn render_redacted(c: &Config) -> String {
     let _ = writeln!(out, "\n[store]\nurl = \"{}\"", redact_url(&st.url));
     let _ = writeln!(
         out,
-        "group_commit = {}\nmax_batch = {}\nqueue_capacity = {}\npool_size = {}",
+        "group_commit = {}\nmax_batch = {}\nqueue_capacity = {}\nmax_queue_wait_ms = {}\npool_size = {}",
         st.group_commit.enabled,
         st.group_commit.max_batch,
         st.group_commit.queue_capacity,
+        st.group_commit.max_queue_wait.as_millis(),
         st.pool_size
     );
     let _ = writeln!(

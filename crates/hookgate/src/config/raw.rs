@@ -99,6 +99,7 @@ pub struct RawStore {
     pub group_commit: Option<bool>,
     pub max_batch: Option<usize>,
     pub queue_capacity: Option<usize>,
+    pub max_queue_wait_ms: Option<u64>,
     pub pool_size: Option<usize>,
 }
 

@@ -31,6 +31,9 @@ pub struct ConnInfo {
 const WEBHOOK_PREFIX: &str = "/webhooks/";
 const RETRY_AFTER_UNAVAILABLE: u64 = 2;
 
+/// `Retry-After` when shed under overload: the queue drains within `max_queue_wait`.
+const RETRY_AFTER_OVERLOADED: u64 = 1;
+
 /// Handles one request on the webhook listener.
 pub async fn handle<B>(state: &AppState, conn: ConnInfo, request: Request<B>) -> HttpResponse
 where
@@ -92,6 +95,13 @@ where
         if let Err(retry_after_secs) = limiter.check(client) {
             return Answer::RateLimited { retry_after_secs };
         }
+    }
+    // Shed before reading and verifying the body while the commit queue already holds
+    // `store.max_queue_wait_ms` of work: the CPU goes to requests that can be committed.
+    if !state.store.admits() {
+        return Answer::Overloaded {
+            retry_after_secs: RETRY_AFTER_OVERLOADED,
+        };
     }
 
     let adapter = cfg.provider.adapter();
@@ -209,7 +219,9 @@ where
     };
     let commit_started = Instant::now();
     let result = state.store.accept(row).await;
-    telemetry::commit_finished(commit_started.elapsed(), result.is_ok());
+    // A shed row never reached a transaction: not a commit failure.
+    let failed = matches!(&result, Err(e) if !matches!(e, StoreError::Overloaded));
+    telemetry::commit_finished(commit_started.elapsed(), !failed);
     match result {
         Ok(acceptance) => {
             hookgate_core::fail_point!("ingress.after_commit_before_response");
@@ -225,6 +237,9 @@ where
             tracing::error!(endpoint = %cfg.id, %reason, "store reports corrupt data");
             Answer::Internal
         }
+        Err(StoreError::Overloaded) => Answer::Overloaded {
+            retry_after_secs: RETRY_AFTER_OVERLOADED,
+        },
         Err(e) => {
             tracing::warn!(endpoint = %cfg.id, error = %e, "commit failed; answering 503");
             Answer::Unavailable {

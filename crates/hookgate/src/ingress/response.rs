@@ -31,6 +31,11 @@ pub enum Answer {
     Unavailable {
         retry_after_secs: u64,
     },
+    /// Shed: the commit queue already holds `store.max_queue_wait_ms` of work. Nothing was
+    /// written; the provider retries after `Retry-After`.
+    Overloaded {
+        retry_after_secs: u64,
+    },
     /// Stored data inconsistent with this version: an operator must look.
     Internal,
     Ignored {
@@ -60,6 +65,7 @@ impl Answer {
             Answer::StaleTimestamp => "stale_timestamp",
             Answer::Handshake { .. } => "handshake",
             Answer::Unavailable { .. } => "unavailable",
+            Answer::Overloaded { .. } => "overloaded",
             Answer::Internal => "internal",
             Answer::Ignored { .. } => "ignored",
             Answer::Accepted { .. } => "accepted",
@@ -88,6 +94,7 @@ impl Answer {
             Answer::InvalidSignature => (StatusCode::UNAUTHORIZED, error("invalid_signature")),
             Answer::StaleTimestamp => (StatusCode::UNAUTHORIZED, error("stale_timestamp")),
             Answer::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, error("unavailable")),
+            Answer::Overloaded { .. } => (StatusCode::SERVICE_UNAVAILABLE, error("overloaded")),
             Answer::Internal => (StatusCode::INTERNAL_SERVER_ERROR, error("internal")),
             Answer::Ignored { id } => (StatusCode::OK, status("ignored", id)),
             Answer::Accepted { id } => (StatusCode::OK, status("accepted", id)),
@@ -107,7 +114,9 @@ impl Answer {
             Answer::MethodNotAllowed => {
                 headers.insert(ALLOW, HeaderValue::from_static("POST"));
             }
-            Answer::RateLimited { retry_after_secs } | Answer::Unavailable { retry_after_secs } => {
+            Answer::RateLimited { retry_after_secs }
+            | Answer::Unavailable { retry_after_secs }
+            | Answer::Overloaded { retry_after_secs } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs.max(1)));
             }
             _ => {}

@@ -1,0 +1,110 @@
+//! Admission to the commit queue: bounded acknowledgement latency under overload.
+//!
+//! A request that waits longer for its commit than it is worth is better answered with a
+//! quick 503: under sustained overload an unbounded queue only turns every answer slow and
+//! then into a provider-side timeout and retry. So the queue is judged by how long its rows
+//! wait (their *sojourn*, as in CoDel), which needs no estimate of the store's speed:
+//!
+//! - when the batch worker takes a batch whose oldest row waited more than half of
+//!   `max_queue_wait`, the queue is *overloaded*: [`Admission::is_open`] turns `false`, and
+//!   new requests are answered 503 + `Retry-After` — by the ingress before it reads and
+//!   verifies the body (so shed requests cost almost nothing), and by the store's `accept`;
+//! - it opens again when a batch's oldest row waited less than a quarter of it, or when the
+//!   worker finds the queue empty (so a closed gate can never starve the queue for good);
+//! - [`Admission::expired`] is the hard bound: a row that waited longer than
+//!   `max_queue_wait` anyway (a sudden stall) is answered `Overloaded` when the worker takes
+//!   it, without being written, so that 503 is truthful.
+//!
+//! Bursts are queued, not shed, as long as they drain within half of `max_queue_wait`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The admission state of one store's acceptance queue.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    max_wait: Duration,
+    overloaded: AtomicBool,
+}
+
+impl Admission {
+    /// `max_wait` is the longest a row may wait for its batch.
+    pub(crate) fn new(max_wait: Duration) -> Self {
+        Self {
+            max_wait,
+            overloaded: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether new rows are admitted (cheap; checked before a body is read).
+    pub(crate) fn is_open(&self) -> bool {
+        !self.overloaded.load(Ordering::Relaxed)
+    }
+
+    /// Whether a row enqueued at `enqueued_at` waited too long to be committed now.
+    pub(crate) fn expired(&self, enqueued_at: Instant) -> bool {
+        enqueued_at.elapsed() > self.max_wait
+    }
+
+    /// The batch worker took a batch whose oldest acceptance was enqueued at `oldest`.
+    pub(crate) fn batch_taken(&self, oldest: Instant) {
+        let waited = oldest.elapsed();
+        if waited > self.max_wait / 2 {
+            self.overloaded.store(true, Ordering::Relaxed);
+        } else if waited < self.max_wait / 4 {
+            self.overloaded.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// The batch worker found the queue empty: nothing is waiting, so admit again.
+    pub(crate) fn queue_empty(&self) {
+        self.overloaded.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ago(ms: u64) -> Instant {
+        Instant::now()
+            .checked_sub(Duration::from_millis(ms))
+            .expect("clock far enough from its origin")
+    }
+
+    #[test]
+    fn closes_when_rows_wait_half_the_budget_and_opens_below_a_quarter() {
+        let admission = Admission::new(Duration::from_millis(100));
+        assert!(admission.is_open());
+        admission.batch_taken(ago(10));
+        assert!(admission.is_open());
+        admission.batch_taken(ago(60));
+        assert!(
+            !admission.is_open(),
+            "oldest row waited over half the budget"
+        );
+        admission.batch_taken(ago(40));
+        assert!(
+            !admission.is_open(),
+            "between a quarter and a half: unchanged"
+        );
+        admission.batch_taken(ago(10));
+        assert!(admission.is_open());
+    }
+
+    #[test]
+    fn an_empty_queue_always_opens() {
+        let admission = Admission::new(Duration::from_millis(100));
+        admission.batch_taken(ago(90));
+        assert!(!admission.is_open());
+        admission.queue_empty();
+        assert!(admission.is_open());
+    }
+
+    #[test]
+    fn rows_older_than_the_budget_are_expired() {
+        let admission = Admission::new(Duration::from_millis(50));
+        assert!(!admission.expired(Instant::now()));
+        assert!(admission.expired(ago(60)));
+    }
+}
