@@ -9,7 +9,10 @@ use std::process::Command;
 use std::sync::Arc;
 
 use conformance::{accept_all, row};
-use hookgate_store::{Acceptance, GroupCommitOptions, SqliteStore, Store, StoreError};
+use hookgate_core::{InboxStatus, Outcome};
+use hookgate_store::{
+    Acceptance, GroupCommitOptions, ProcessingResult, SqliteStore, Store, StoreError,
+};
 use tempfile::TempDir;
 
 async fn fresh_sqlite() -> (Arc<dyn Store>, TempDir) {
@@ -136,7 +139,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
@@ -152,8 +155,9 @@ fn columns(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// The four tables of DESIGN.md §4 with exactly its column names, and the constraints that
-/// keep the status vocabulary and the unique keys honest.
+/// The four tables of DESIGN.md §4 with exactly its column names (the sealed payload in a
+/// table of its own), and the constraints that keep the status vocabulary and the unique keys
+/// honest.
 #[tokio::test]
 async fn schema_has_the_design_tables_and_checks() {
     let (store, dir) = fresh_sqlite().await;
@@ -172,7 +176,6 @@ async fn schema_has_the_design_tables_and_checks() {
             "object_version",
             "provider_created_at",
             "received_at",
-            "payload",
             "payload_key_version",
             "payload_digest",
             "matched_secret_version",
@@ -186,6 +189,9 @@ async fn schema_has_the_design_tables_and_checks() {
             "processed_at",
         ]
     );
+    // The sealed payload lives beside the inbox (schema version 4, DESIGN.md §4's
+    // "payload_ref" shape), so status updates never rewrite it.
+    assert_eq!(columns(&conn, "inbox_payload"), ["inbox_id", "payload"]);
     assert_eq!(
         columns(&conn, "outbox"),
         [
@@ -247,6 +253,22 @@ async fn schema_has_the_design_tables_and_checks() {
     let err = insert("x2", "RECEIVED", "RECEIVED", None).unwrap_err();
     assert!(err.to_string().contains("UNIQUE"), "{err}");
 
+    // A payload belongs to an inbox row, one per row, and is never NULL (purged = no row).
+    conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+    let payload = |id: &str, bytes: Option<&[u8]>| {
+        conn.execute(
+            "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)",
+            rusqlite::params![id, bytes],
+        )
+    };
+    let err = payload("no-such-row", Some(b"x")).unwrap_err();
+    assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+    let err = payload("ok-RECEIVED", None).unwrap_err();
+    assert!(err.to_string().contains("NOT NULL"), "{err}");
+    payload("ok-RECEIVED", Some(b"x")).unwrap();
+    let err = payload("ok-RECEIVED", Some(b"y")).unwrap_err();
+    assert!(err.to_string().contains("UNIQUE"), "{err}");
+
     let outbox = |id: &str, inbox: &str, status: &str| {
         conn.execute(
             "INSERT INTO outbox (outbox_id, inbox_id, destination, status, created_at) VALUES (?1, ?2, 'd', ?3, 0)",
@@ -274,6 +296,75 @@ async fn schema_has_the_design_tables_and_checks() {
             .to_string()
             .contains("UNIQUE")
     );
+}
+
+/// Status updates leave the sealed payload's pages alone (schema version 4). Leasing and
+/// completing an event with a 256 KiB payload (64 overflow pages) append only a few pages to
+/// the WAL; when the payload was a column of `inbox`, each of these updates resized the
+/// record and so rewrote all of it (141 WAL frames for the two, against 9 now).
+#[tokio::test]
+async fn status_updates_do_not_rewrite_the_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let mut r = row("ep-wal", "evt_1");
+    r.payload = (0..256 * 1024u32).map(|i| (i % 251) as u8).collect();
+    store.accept(r.clone()).await.unwrap();
+
+    // Empty the WAL (nobody is reading), then count what the status updates write to it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let stored = |conn: &rusqlite::Connection| -> (i64, Vec<u8>) {
+        conn.query_row(
+            "SELECT rowid, payload FROM inbox_payload WHERE inbox_id = ?1",
+            [&r.inbox_id],
+            |x| Ok((x.get(0)?, x.get(1)?)),
+        )
+        .unwrap()
+    };
+    let before = stored(&conn);
+    assert!(before.1 == r.payload, "stored as given");
+    let busy: i64 = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |x| x.get(0))
+        .unwrap();
+    assert_eq!(busy, 0, "checkpoint blocked");
+    let wal = path.with_file_name("hookgate.db-wal");
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "WAL truncated");
+
+    let t = conformance::now_ms() + 1_000;
+    let leased = store.lease_due("w", t, 30_000, 10).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    assert!(leased[0].payload.as_deref() == Some(r.payload.as_slice()));
+    let outcome = store
+        .complete(ProcessingResult {
+            inbox_id: r.inbox_id.clone(),
+            owner: "w".into(),
+            now_ms: t + 1,
+            handlers: Vec::new(),
+            destinations: vec!["d".into()],
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Applied);
+
+    let page_size: u64 = conn
+        .query_row("PRAGMA page_size", [], |x| x.get(0))
+        .unwrap();
+    let wal_bytes = std::fs::metadata(&wal).unwrap().len();
+    // A 32-byte WAL header, then one 24-byte header and one page per frame.
+    let frames = wal_bytes.saturating_sub(32) / (24 + page_size);
+    let payload_pages = r.payload.len() as u64 / page_size;
+    eprintln!("lease + complete: {frames} WAL frames; the payload spans {payload_pages} pages");
+    assert!(frames > 0, "the updates went through the WAL");
+    assert!(
+        frames < payload_pages / 4,
+        "lease + complete wrote {frames} WAL frames for a {payload_pages}-page payload"
+    );
+    assert!(stored(&conn) == before, "payload row unchanged");
+    let got = store.get_event(&r.inbox_id).await.unwrap().unwrap();
+    assert_eq!(got.status, InboxStatus::Processed);
+    assert!(got.payload.as_deref() == Some(r.payload.as_slice()));
+    drop(conn);
+    store.close().await;
 }
 
 /// A full queue sheds at once with `Overloaded` (never blocks), and every `Ok` is stored.

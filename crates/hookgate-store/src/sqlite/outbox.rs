@@ -9,7 +9,7 @@ use rusqlite::Row;
 
 use super::SqliteStore;
 use super::command::{Failed, fail_leased};
-use super::read::{COLUMNS, corrupt, record};
+use super::read::{COLUMNS, INBOX_WITH_PAYLOAD, corrupt, record};
 use crate::lease::LeasedTable;
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
 use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
@@ -74,8 +74,9 @@ impl OutboxStore for SqliteStore {
                     &b.outbox_id,
                 ))
             });
-            let mut stmt =
-                tx.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = ?1"))?;
+            let mut stmt = tx.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} WHERE inbox_id = ?1"
+            ))?;
             let mut out = Vec::with_capacity(deliveries.len());
             for delivery in deliveries {
                 let mut rows = stmt.query_map([&delivery.inbox_id], record)?;
@@ -166,7 +167,7 @@ impl OutboxStore for SqliteStore {
         let limit = filter.limit.map_or(-1, i64::from);
         self.read(move |conn| {
             let sql = format!(
-                "SELECT {COLUMNS} FROM inbox WHERE inbox_id IN \
+                "SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} WHERE inbox_id IN \
                      (SELECT inbox_id FROM outbox WHERE status = 'FAILED') \
                    AND (?1 IS NULL OR endpoint_id = ?1) \
                  ORDER BY received_at DESC, inbox_id DESC LIMIT ?2"

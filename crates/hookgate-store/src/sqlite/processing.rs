@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::SqliteStore;
 use super::command::{Failed, fail_leased};
-use super::read::{COLUMNS, record};
+use super::read::{RETURNING_COLUMNS, record};
 use crate::lease::LeasedTable;
 use crate::processing::{
     BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
@@ -39,7 +39,7 @@ impl SqliteStore {
                            AND (next_attempt_at IS NULL OR next_attempt_at <= ?3) \
                            AND (lease_until IS NULL OR lease_until <= ?3) \
                          ORDER BY next_attempt_at LIMIT ?4) \
-                     RETURNING {COLUMNS}"
+                     RETURNING {RETURNING_COLUMNS}"
             );
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt

@@ -100,10 +100,30 @@ pub(super) fn from_row_error(err: rusqlite::Error) -> StoreError {
     }
 }
 
-pub(super) const COLUMNS: &str = "inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id, \
-     object_version, provider_created_at, received_at, payload, payload_key_version, \
-     payload_digest, matched_secret_version, status, outcome, attempt_count, next_attempt_at, \
-     last_error, processed_at";
+/// The columns [`record`] maps, in its order; `$payload` is the expression giving the sealed
+/// payload, which lives in `inbox_payload` (schema version 4), NULL once purged.
+macro_rules! inbox_columns {
+    ($payload:literal) => {
+        concat!(
+            "inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id, \
+             object_version, provider_created_at, received_at, ",
+            $payload,
+            ", payload_key_version, payload_digest, matched_secret_version, status, outcome, \
+             attempt_count, next_attempt_at, last_error, processed_at"
+        )
+    };
+}
+
+/// An inbox row with its payload: `SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} WHERE ...`.
+/// A purged payload has no `inbox_payload` row, hence the LEFT JOIN (`payload` is NULL).
+pub(super) const COLUMNS: &str = inbox_columns!("inbox_payload.payload");
+pub(super) const INBOX_WITH_PAYLOAD: &str = "inbox LEFT JOIN inbox_payload USING (inbox_id)";
+
+/// The same columns for `UPDATE inbox ... RETURNING`, which cannot join: the payload is
+/// looked up by primary key per returned row, so the UPDATE's own search stays on `inbox`.
+pub(super) const RETURNING_COLUMNS: &str = inbox_columns!(
+    "(SELECT payload FROM inbox_payload WHERE inbox_payload.inbox_id = inbox.inbox_id)"
+);
 
 pub(super) fn record(r: &Row<'_>) -> rusqlite::Result<InboxRecord> {
     let status: String = r.get(13)?;
@@ -145,9 +165,11 @@ pub(super) fn get_event(
     conn: &Connection,
     inbox_id: &str,
 ) -> rusqlite::Result<Option<InboxRecord>> {
-    conn.prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = ?1"))?
-        .query_row([inbox_id], record)
-        .optional()
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} WHERE inbox_id = ?1"
+    ))?
+    .query_row([inbox_id], record)
+    .optional()
 }
 
 pub(super) fn list_events(
@@ -175,7 +197,7 @@ pub(super) fn list_events(
         format!("WHERE {}", clauses.join(" AND "))
     };
     let sql = format!(
-        "SELECT {COLUMNS} FROM inbox {where_clause} \
+        "SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} {where_clause} \
          ORDER BY received_at DESC, inbox_id DESC LIMIT ?{}",
         params.len()
     );

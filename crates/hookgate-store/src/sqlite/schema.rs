@@ -20,6 +20,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../migrations/sqlite/0003_lease_index.sql"),
     ),
+    (
+        4,
+        include_str!("../../migrations/sqlite/0004_payload_table.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -29,6 +33,11 @@ pub(super) fn latest_version() -> i64 {
 
 /// Brings the database up to [`latest_version`]; returns the versions applied now.
 pub(super) fn migrate(conn: &mut Connection) -> Result<Vec<i64>, StoreError> {
+    migrate_to(conn, latest_version())
+}
+
+/// Brings the database up to `target` (tests build older schemas with it, to test upgrades).
+fn migrate_to(conn: &mut Connection, target: i64) -> Result<Vec<i64>, StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(from_sqlite)?;
@@ -57,7 +66,10 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<Vec<i64>, StoreError> {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let mut applied = Vec::new();
-    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    for (version, sql) in MIGRATIONS
+        .iter()
+        .filter(|(v, _)| *v > current && *v <= target)
+    {
         tx.execute_batch(sql).map_err(from_sqlite)?;
         tx.execute(
             "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
@@ -86,12 +98,145 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, MIGRATIONS.len() as i64);
+    }
+
+    /// A database written at schema version 3 (payload as an `inbox` column) opens at version
+    /// 4 with every payload intact, a purged one still purged, and every other column kept.
+    #[tokio::test]
+    async fn version_3_database_upgrades_with_payloads_intact() {
+        use crate::{EventFilter, GroupCommitOptions, OutboxStore, SqliteStore, Store};
+        use hookgate_core::{InboxStatus, Outcome};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db");
+        let big: Vec<u8> = (0..10 * 1024u32).map(|i| (i % 253) as u8).collect();
+        {
+            let mut conn = super::super::open_write_connection(&path).unwrap();
+            assert_eq!(migrate_to(&mut conn, 3).unwrap(), vec![1, 2, 3]);
+            let insert = |id: &str, payload: Option<&[u8]>, status: &str, outcome: Option<&str>| {
+                conn.execute(
+                    "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
+                         event_type, received_at, payload, payload_key_version, payload_digest, \
+                         matched_secret_version, status, outcome, attempt_count, \
+                         next_attempt_at, last_error, processed_at) \
+                     VALUES (?1, 'stripe', 'ep', ?1, 'charge.succeeded', 1000, ?2, 7, x'0102', \
+                         'v1', ?3, ?4, 2, ?5, 'transient: timeout', ?6)",
+                    rusqlite::params![
+                        id,
+                        payload,
+                        status,
+                        outcome,
+                        (status == "RECEIVED").then_some(1_000i64),
+                        (status == "PROCESSED").then_some(2_000i64),
+                    ],
+                )
+                .unwrap();
+            };
+            insert("received", Some(&big), "RECEIVED", None);
+            insert(
+                "processed",
+                Some(b"sealed small"),
+                "PROCESSED",
+                Some("applied"),
+            );
+            insert("empty", Some(b""), "IGNORED", None);
+            insert("purged", None, "PROCESSED", Some("stale"));
+            conn.execute(
+                "INSERT INTO outbox (outbox_id, inbox_id, destination, status, created_at) \
+                 VALUES ('processed:d', 'processed', 'd', 'PENDING', 2000)",
+                [],
+            )
+            .unwrap();
+        }
+
+        let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+        async fn payload_of(store: &SqliteStore, id: &str) -> Option<Vec<u8>> {
+            store.get_event(id).await.unwrap().expect(id).payload
+        }
+        assert!(payload_of(&store, "received").await.as_deref() == Some(big.as_slice()));
+        assert_eq!(
+            payload_of(&store, "processed").await.as_deref(),
+            Some(&b"sealed small"[..])
+        );
+        assert_eq!(payload_of(&store, "empty").await.as_deref(), Some(&b""[..]));
+        assert_eq!(
+            payload_of(&store, "purged").await,
+            None,
+            "purged stays purged"
+        );
+
+        let rec = store.get_event("processed").await.unwrap().unwrap();
+        assert_eq!(rec.status, InboxStatus::Processed);
+        assert_eq!(rec.outcome, Some(Outcome::Applied));
+        assert_eq!(rec.event_type.as_deref(), Some("charge.succeeded"));
+        assert_eq!(rec.payload_key_version, 7);
+        assert_eq!(rec.payload_digest, vec![1, 2]);
+        assert_eq!(rec.matched_secret_version, "v1");
+        assert_eq!(rec.attempt_count, 2);
+        assert_eq!(rec.last_error.as_deref(), Some("transient: timeout"));
+        assert_eq!(rec.processed_at_ms, Some(2_000));
+        assert_eq!(
+            store
+                .list_events(&EventFilter::default())
+                .await
+                .unwrap()
+                .len(),
+            4
+        );
+
+        // The migrated rows work: the waiting one is leased with its payload, the delivery
+        // lease carries its event's.
+        let leased = store.lease_due("w", 5_000, 1_000, 10).await.unwrap();
+        assert_eq!(leased.len(), 1);
+        assert_eq!(leased[0].inbox_id, "received");
+        assert!(leased[0].payload.as_deref() == Some(big.as_slice()));
+        let deliveries = store
+            .lease_deliveries("d", "relay", 5_000, 1_000, 10)
+            .await
+            .unwrap();
+        assert_eq!(deliveries.len(), 1);
+        assert_eq!(
+            deliveries[0].event.payload.as_deref(),
+            Some(&b"sealed small"[..])
+        );
+        store.close().await;
+        drop(store);
+
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 4);
+        let inbox_has_payload: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('inbox') WHERE name = 'payload'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(inbox_has_payload, 0, "the column is gone from inbox");
+        let payload_rows: i64 = conn
+            .query_row("SELECT count(*) FROM inbox_payload", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(payload_rows, 3, "no row for the purged payload");
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        let orphans: i64 = conn
+            .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(orphans, 0);
     }
 
     #[test]

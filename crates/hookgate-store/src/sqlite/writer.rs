@@ -8,8 +8,10 @@
 //! ```text
 //! BEGIN IMMEDIATE
 //!   per row: SAVEPOINT; INSERT .. ON CONFLICT (unique key) DO NOTHING RETURNING inbox_id;
+//!            a row returned -> INSERT its sealed payload into inbox_payload (Accepted);
 //!            no row returned -> SELECT the existing row's id (Duplicate);
-//!            the statement failed -> ROLLBACK TO the savepoint; that row alone gets the error
+//!            a statement failed -> ROLLBACK TO the savepoint (both inserts); that row alone
+//!            gets the error
 //! COMMIT   (synchronous=FULL: one fsync for the whole batch)
 //! ```
 //!
@@ -71,11 +73,15 @@ pub(super) struct Job {
 }
 
 const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
-     event_type, object_id, object_version, provider_created_at, received_at, payload, \
+     event_type, object_id, object_version, provider_created_at, received_at, \
      payload_key_version, payload_digest, matched_secret_version, status, next_attempt_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
      ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING \
      RETURNING inbox_id";
+
+/// The sealed payload, in its own table (schema version 4) so that status updates of the
+/// small inbox row never rewrite the payload's overflow pages.
+const INSERT_PAYLOAD_SQL: &str = "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)";
 
 const EXISTING_SQL: &str = "SELECT inbox_id FROM inbox WHERE provider = ?1 AND endpoint_id = ?2 AND provider_event_id = ?3";
 
@@ -419,7 +425,6 @@ fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptan
                 row.object_version,
                 row.provider_created_at,
                 row.received_at_ms,
-                row.payload,
                 i64::from(row.payload_key_version),
                 row.payload_digest,
                 row.matched_secret_version,
@@ -430,7 +435,12 @@ fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptan
         )
         .optional()?;
     let acceptance = match inserted {
-        Some(inbox_id) => Acceptance::Accepted { inbox_id },
+        Some(inbox_id) => {
+            // Only a row inserted now gets a payload: a duplicate keeps the first copy's.
+            conn.prepare_cached(INSERT_PAYLOAD_SQL)?
+                .execute(rusqlite::params![inbox_id, row.payload])?;
+            Acceptance::Accepted { inbox_id }
+        }
         None => {
             // The unique key is already taken, possibly by an earlier row of this batch.
             let inbox_id: String = conn.prepare_cached(EXISTING_SQL)?.query_row(
@@ -505,10 +515,28 @@ mod tests {
     }
 
     fn count(w: &Writer) -> i64 {
+        let n = |table: &str| -> i64 {
+            w.conn
+                .as_ref()
+                .unwrap()
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .unwrap()
+        };
+        let rows = n("inbox");
+        assert_eq!(n("inbox_payload"), rows, "one payload row per inbox row");
+        rows
+    }
+
+    fn payload_of(w: &Writer, inbox_id: &str) -> Option<Vec<u8>> {
         w.conn
             .as_ref()
             .unwrap()
-            .query_row("SELECT count(*) FROM inbox", [], |r| r.get(0))
+            .query_row(
+                "SELECT payload FROM inbox_payload WHERE inbox_id = ?1",
+                [inbox_id],
+                |r| r.get(0),
+            )
+            .optional()
             .unwrap()
     }
 
@@ -516,14 +544,11 @@ mod tests {
     fn duplicate_inside_one_batch_gets_first_id() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = writer(&dir);
+        let mut copy = row("b", "e1");
+        copy.payload = b"a later copy".to_vec();
         let out = run(
             &mut w,
-            vec![
-                row("a", "e1"),
-                row("b", "e1"),
-                row("c", "e2"),
-                row("d", "e1"),
-            ],
+            vec![row("a", "e1"), copy, row("c", "e2"), row("d", "e1")],
         );
         assert_eq!(
             out[0].as_ref().unwrap(),
@@ -550,6 +575,9 @@ mod tests {
             }
         );
         assert_eq!(count(&w), 2);
+        // A duplicate neither adds a payload nor replaces the first copy's.
+        assert_eq!(payload_of(&w, "a"), Some(vec![1, 2, 3]));
+        assert_eq!(payload_of(&w, "b"), None);
     }
 
     #[test]
@@ -569,6 +597,53 @@ mod tests {
         // The refused row's key is free: a retry with a fresh id lands.
         let out = run(&mut w, vec![row("b", "e2")]);
         assert!(matches!(out[0], Ok(Acceptance::Accepted { .. })));
+    }
+
+    /// A row whose payload insert fails loses its inbox row too (one savepoint for both),
+    /// and only that row: its neighbours commit with their payloads.
+    #[test]
+    fn failed_payload_insert_rolls_back_its_inbox_row_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(&dir);
+        // A stray payload row for "b" (foreign keys off to plant it) makes b's payload
+        // insert fail after its inbox insert succeeded.
+        let conn = w.conn.as_ref().unwrap();
+        conn.execute_batch(
+            "PRAGMA foreign_keys = OFF; \
+             INSERT INTO inbox_payload (inbox_id, payload) VALUES ('b', x'00'); \
+             PRAGMA foreign_keys = ON;",
+        )
+        .unwrap();
+        let out = run(&mut w, vec![row("a", "e1"), row("b", "e2"), row("c", "e3")]);
+        assert!(matches!(out[0], Ok(Acceptance::Accepted { .. })));
+        assert!(
+            matches!(out[1], Err(StoreError::Unavailable(_))),
+            "{:?}",
+            out[1]
+        );
+        assert!(matches!(out[2], Ok(Acceptance::Accepted { .. })));
+        let ids: Vec<String> = w
+            .conn
+            .as_ref()
+            .unwrap()
+            .prepare("SELECT inbox_id FROM inbox ORDER BY inbox_id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            ids,
+            ["a", "c"],
+            "b's inbox row rolled back with its payload"
+        );
+        assert_eq!(payload_of(&w, "a"), Some(vec![1, 2, 3]));
+        assert_eq!(
+            payload_of(&w, "b"),
+            Some(vec![0]),
+            "the stray row untouched"
+        );
+        assert_eq!(payload_of(&w, "c"), Some(vec![1, 2, 3]));
     }
 
     #[test]

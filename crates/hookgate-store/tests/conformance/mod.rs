@@ -54,6 +54,7 @@ macro_rules! conformance_tests {
             version_gate_converges_for_every_order,
             unversioned_events_skip_the_gate_and_newest_fetch_wins,
             failed_attempts_back_off_fail_and_retry,
+            payload_survives_status_changes,
             outbox_leases_per_destination_and_fences_marks,
             outbox_reschedules_fails_and_retries_only_failed,
             concurrent_delivery_leases_never_share_a_row,

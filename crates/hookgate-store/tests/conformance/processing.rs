@@ -450,6 +450,76 @@ pub async fn failed_attempts_back_off_fail_and_retry(store: Arc<dyn Store>) {
     store.close().await;
 }
 
+/// The sealed payload outlives every status change: it comes back, byte for byte, with the
+/// leased row, after a failed attempt, after completion (from `get_event`, `list_events` and
+/// the delivery lease), and a duplicate never replaces it.
+pub async fn payload_survives_status_changes(store: Arc<dyn Store>) {
+    // ~10 KiB, the design's average body: several pages on SQLite.
+    let payload: Vec<u8> = (0..10 * 1024u32)
+        .map(|i| (i.wrapping_mul(31) >> 3) as u8)
+        .collect();
+    let mut r = row("ep-keep", "evt_1");
+    r.payload = payload.clone();
+    let id = accept_one(&store, r.clone()).await;
+    let t = later();
+    let check = |rec: &hookgate_store::InboxRecord, when: &str| {
+        assert_eq!(rec.inbox_id, id, "{when}");
+        assert!(
+            rec.payload.as_deref() == Some(payload.as_slice()),
+            "payload changed {when}"
+        );
+        assert_eq!(rec.payload_digest, r.payload_digest, "{when}");
+    };
+
+    let leased = store.lease_due("w", t, 10_000, 10).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    check(&leased[0], "in the lease");
+    store
+        .fail_attempt(FailedAttempt {
+            inbox_id: id.clone(),
+            owner: "w".into(),
+            now_ms: t + 1,
+            error: "transient: timeout".into(),
+            retry_at_ms: Some(t + 2),
+        })
+        .await
+        .unwrap();
+    check(
+        &store.get_event(&id).await.unwrap().unwrap(),
+        "after a failed attempt",
+    );
+
+    let mut copy = row("ep-keep", "evt_1");
+    copy.payload = b"a later copy".to_vec();
+    assert_eq!(accept_one(&store, copy).await, id);
+
+    let leased = store.lease_due("w", t + 2, 10_000, 10).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    check(&leased[0], "in the second lease");
+    let mut done = result(&id, "w", t + 3);
+    done.destinations = vec!["d".into()];
+    assert_eq!(store.complete(done).await.unwrap(), Outcome::Applied);
+    let rec = store.get_event(&id).await.unwrap().unwrap();
+    assert_eq!(rec.status, InboxStatus::Processed);
+    check(&rec, "after completion");
+    let listed = store
+        .list_events(&hookgate_store::EventFilter {
+            endpoint_id: Some("ep-keep".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    check(&listed[0], "in the listing");
+    let deliveries = store
+        .lease_deliveries("d", "relay", t + 4, 10_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(deliveries.len(), 1);
+    check(&deliveries[0].event, "in the delivery lease");
+    store.close().await;
+}
+
 fn permutations(items: &[i64]) -> Vec<Vec<i64>> {
     if items.len() <= 1 {
         return vec![items.to_vec()];
