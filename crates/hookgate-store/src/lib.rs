@@ -286,7 +286,7 @@ impl Default for GroupCommitOptions {
             enabled: true,
             max_batch: 512,
             queue_capacity: 8192,
-            max_queue_wait: std::time::Duration::from_millis(100),
+            max_queue_wait: std::time::Duration::from_millis(250),
         }
     }
 }

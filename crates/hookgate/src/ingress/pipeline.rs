@@ -85,9 +85,12 @@ where
             return Answer::HttpsRequired;
         }
     }
+    // Bounded work in progress keeps latency bounded when the CPU is saturated: beyond
+    // `max_in_flight`, answer at once (nothing read, nothing written) instead of slowing
+    // every request down.
     let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
-        return Answer::RateLimited {
-            retry_after_secs: 1,
+        return Answer::Overloaded {
+            retry_after_secs: RETRY_AFTER_OVERLOADED,
         };
     };
     if let Some(limiter) = &state.client_limiter {

@@ -455,12 +455,90 @@ async fn global_in_flight_cap() {
     let r = post_sw(&g, "sw", SW_SECRET, "msg_other", &body).await;
     assert_eq!(
         (r.status, r.json()["error"].as_str()),
-        (429, Some("rate_limited"))
+        (503, Some("overloaded"))
     );
+    assert_eq!(r.header("retry-after"), Some("1"));
     holder.join().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let r = post_sw(&g, "sw", SW_SECRET, "msg_after", &body).await;
     assert_eq!(r.status, 200);
+    g.stop().await;
+}
+
+/// A stalled store (another connection holds SQLite's write lock): requests that would wait
+/// past `max_queue_wait_ms` are answered 503 `overloaded` with `Retry-After` and never stored,
+/// every 200 is stored, and once the stall ends the gateway accepts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
+    let mut g =
+        TestGateway::start_with_store(&endpoints(), "", "max_queue_wait_ms = 100", NOW).await;
+    let blocker = rusqlite::Connection::open(&g.db).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..30 {
+        let addr = g.addr;
+        let id = format!("msg_stall_{i}");
+        tasks.push(tokio::spawn(async move {
+            let body = sw_body("invoice.paid");
+            let r = post_signed(addr, "sw", "standard_webhooks", SW_SECRET, &id, NOW, &body).await;
+            (id, r)
+        }));
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    blocker.execute_batch("COMMIT").unwrap();
+    let (mut acknowledged, mut shed) = (Vec::new(), 0);
+    for t in tasks {
+        let (id, r) = t.await.unwrap();
+        match r.status {
+            200 => acknowledged.push(id),
+            503 => {
+                assert_eq!(r.json()["error"], "overloaded", "{}", r.body);
+                assert_eq!(r.header("retry-after"), Some("1"));
+                shed += 1;
+            }
+            other => panic!("only 200 or 503 under a stall, got {other}: {}", r.body),
+        }
+    }
+    assert!(shed > 0, "requests queued behind the stall must be shed");
+    assert!(
+        !acknowledged.is_empty(),
+        "the batch taken before the stall commits"
+    );
+    let stored: std::collections::HashSet<String> = rows(&g)
+        .await
+        .into_iter()
+        .map(|r| r.provider_event_id)
+        .collect();
+    assert_eq!(
+        stored.len(),
+        acknowledged.len(),
+        "shed requests are never stored"
+    );
+    for id in &acknowledged {
+        assert!(stored.contains(id), "acknowledged {id} lost");
+    }
+    // The queue has drained: admitted again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let r = post_sw(
+            &g,
+            "sw",
+            SW_SECRET,
+            "msg_after_stall",
+            &sw_body("invoice.paid"),
+        )
+        .await;
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never admitted again: {}",
+            r.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     g.stop().await;
 }
 

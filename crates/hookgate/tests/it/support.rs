@@ -23,10 +23,24 @@ pub(crate) fn q(s: &str) -> String {
 /// Config text for a gateway on port 0 with the given `[[endpoints]]` tables appended. No
 /// workers run (ingress tests see rows as accepted); processing tests drive them.
 pub(crate) fn config_text(db: &Path, extra_server: &str, endpoints: &str) -> String {
+    config_text_with_store(db, extra_server, NEVER_SHED, endpoints)
+}
+
+/// Tests not about overload never shed: a loaded CI machine could make rows wait past the
+/// default `max_queue_wait_ms`.
+pub(crate) const NEVER_SHED: &str = "max_queue_wait_ms = 3600000";
+
+/// [`config_text`] with `extra_store` lines in `[store]` instead of [`NEVER_SHED`].
+pub(crate) fn config_text_with_store(
+    db: &Path,
+    extra_server: &str,
+    extra_store: &str,
+    endpoints: &str,
+) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n{extra_server}\n\
          [admin]\nlisten = \"127.0.0.1:0\"\n\
-         [store]\nurl = {}\n\
+         [store]\nurl = {}\n{extra_store}\n\
          [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
          [worker]\nconcurrency = 0\n\
          {endpoints}\n",
@@ -73,10 +87,20 @@ impl TestGateway {
         extra_server: &str,
         now_secs: i64,
     ) -> TestGateway {
+        Self::start_with_store(endpoints, extra_server, NEVER_SHED, now_secs).await
+    }
+
+    pub(crate) async fn start_with_store(
+        endpoints: &str,
+        extra_server: &str,
+        extra_store: &str,
+        now_secs: i64,
+    ) -> TestGateway {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("hookgate.db");
         let path = dir.path().join("hookgate.toml");
-        std::fs::write(&path, config_text(&db, extra_server, endpoints)).unwrap();
+        let text = config_text_with_store(&db, extra_server, extra_store, endpoints);
+        std::fs::write(&path, text).unwrap();
         let config = Config::load(&path).expect("test config is valid");
         let clock = FixedClock::at_secs(now_secs);
         let gateway = Gateway::start(config, clock.clone() as Arc<dyn Clock>)
@@ -319,7 +343,7 @@ pub(crate) fn write_serve_config(
         format!("[admin]\nlisten = \"127.0.0.1:{p}\"\n")
     });
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}[store]\nurl = {}\n\
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}[store]\nurl = {}\n{NEVER_SHED}\n\
          [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
          [log]\nformat = \"json\"\nlevel = \"info\"\n\n{endpoints}\n",
         q(store_url)
