@@ -282,6 +282,49 @@ async fn stalled_commits_shed_rows_that_waited_too_long() {
     store.close().await;
 }
 
+/// Schema version 4: RECEIVED rows accepted by an older version (no `next_attempt_at`) become
+/// due, so the lease query's single range condition still finds them.
+#[tokio::test]
+async fn migration_4_makes_old_received_rows_due_and_stores_payloads_uncompressed() {
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let accepted = store.accept(row("stripe", "ep", "evt_old")).await.unwrap();
+    store.close().await;
+    // As a version 3 gateway left it.
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "UPDATE inbox SET next_attempt_at = NULL; \
+             DELETE FROM schema_migrations WHERE version = 4",
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    // Ciphertext is stored without compression attempts.
+    let storage: i8 = client
+        .query_one(
+            "SELECT attstorage FROM pg_attribute \
+             WHERE attrelid = 'inbox'::regclass AND attname = 'payload'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(storage as u8, b'e', "payload storage must be EXTERNAL");
+    let leased = store
+        .lease_due("worker", conformance::now_ms() + 1, 30_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        leased
+            .iter()
+            .map(|r| r.inbox_id.as_str())
+            .collect::<Vec<_>>(),
+        vec![accepted.inbox_id()]
+    );
+    store.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_migrations_apply_once() {
     let db = hookgate_testkit::postgres().await;
@@ -305,7 +348,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
     for s in stores {
         s.close().await;
     }

@@ -45,10 +45,12 @@ const MAX_ATTEMPTS: u32 = 5;
 const INSERT_SQL: &str = "\
 INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                    object_version, provider_created_at, received_at, payload,
-                   payload_key_version, payload_digest, matched_secret_version, status)
+                   payload_key_version, payload_digest, matched_secret_version, status,
+                   next_attempt_at)
 SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
        object_version, provider_created_at, received_at, payload,
-       payload_key_version, payload_digest, matched_secret_version, status
+       payload_key_version, payload_digest, matched_secret_version, status,
+       CASE WHEN status = 'RECEIVED' THEN received_at END
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::int8[], $8::int8[], $9::int8[], $10::bytea[],
             $11::int8[], $12::bytea[], $13::text[], $14::text[])

@@ -177,7 +177,7 @@ async fn lease_in(
         "WITH due AS ( \
              SELECT inbox_id FROM inbox \
              WHERE status = 'RECEIVED' \
-               AND (next_attempt_at IS NULL OR next_attempt_at <= $1) \
+               AND next_attempt_at <= $1 \
                AND (lease_until IS NULL OR lease_until <= $1) \
              ORDER BY next_attempt_at NULLS FIRST \
              LIMIT $4 \

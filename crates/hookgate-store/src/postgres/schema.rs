@@ -20,6 +20,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../migrations/postgres/0003_lease_index.sql"),
     ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_due_at_acceptance.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).
