@@ -14,6 +14,9 @@
 #   BENCH_RUNS [3]   BENCH_DURATION seconds [10]   BENCH_RATE open-loop rate [2000]
 #   BENCH_CONNECTIONS closed-loop connections [64]  BENCH_DUPLICATES share [0.1]
 #   BENCH_BODY_SIZE [mixed]   BENCH_OUT [bench-results]
+#   BENCH_OVERLOAD_CONNECTIONS [2000]  BENCH_OVERLOAD_FACTOR [2]: the overload mode (SQLite and
+#                     PostgreSQL with group commit) offers FACTOR x the median closed-loop rate
+#                     measured so far in this run, open loop, over that many connections
 #   BENCH_WORKER_CONCURRENCY  if set, `[worker] concurrency = N` in the gateway config (0 =
 #                     acceptance only, no processing workers); unset = the gateway's default
 #   DATABASE_URL  use this PostgreSQL (a fresh schema per run) instead of a throwaway cluster
@@ -31,6 +34,8 @@ CONNECTIONS=${BENCH_CONNECTIONS:-64}
 DUPLICATES=${BENCH_DUPLICATES:-0.1}
 BODY_SIZE=${BENCH_BODY_SIZE:-mixed}
 OUT=${BENCH_OUT:-bench-results}
+OVERLOAD_CONNECTIONS=${BENCH_OVERLOAD_CONNECTIONS:-2000}
+OVERLOAD_FACTOR=${BENCH_OVERLOAD_FACTOR:-2}
 if [ "$#" -gt 0 ]; then SCENARIOS=("$@"); else SCENARIOS=(sqlite sqlite-nogc postgres postgres-nogc ceiling); fi
 
 log() { echo "bench.sh: $*" >&2; }
@@ -164,12 +169,24 @@ EOF
     fi
 }
 
+# FACTOR x the median closed-loop rate of this scenario so far in this run (twice what it
+# sustained, by default).
+overload_rate() { # scenario
+    python3 - "$OUT" "$1" "$OVERLOAD_FACTOR" <<'PY'
+import glob, json, os, statistics, sys
+out, scenario, factor = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rates = [json.load(open(p))["achieved_rps"] for p in glob.glob(os.path.join(out, f"{scenario}-closed-*.json"))]
+print(int(factor * statistics.median(rates)) if rates else 20000)
+PY
+}
+
 run_bench() { # scenario mode run_no extra-args...
     local scenario=$1 mode=$2 n=$3
     shift 3
     local json="$OUT/$scenario-$mode-$n.json" code=0
     local rate_args=(--rate 0 --connections "$CONNECTIONS")
     [ "$mode" = open ] && rate_args=(--rate "$RATE" --connections 256)
+    [ "$mode" = overload ] && rate_args=(--rate "$(overload_rate "$scenario")" --connections "$OVERLOAD_CONNECTIONS")
     log "[$scenario $mode run $n] load average $(cut -d' ' -f1 /proc/loadavg)"
     "$BIN" bench --config "$CFG_DIR/hookgate.toml" --endpoint bench "${rate_args[@]}" \
         --duration "$DURATION" --duplicates "$DUPLICATES" --body-size "$BODY_SIZE" \
@@ -230,7 +247,9 @@ run_ceiling() { # mode run_no
 
 for n in $(seq 1 "$RUNS"); do
     for scenario in "${SCENARIOS[@]}"; do
-        for mode in closed open; do
+        modes=(closed open)
+        case "$scenario" in sqlite | postgres) modes+=(overload) ;; esac
+        for mode in "${modes[@]}"; do
             if [ "$scenario" = ceiling ]; then run_ceiling "$mode" "$n"; else run_gateway_scenario "$scenario" "$mode" "$n"; fi
         done
     done
@@ -239,9 +258,9 @@ done
 # ---------------------------------------------------------------------------------------------
 # Summary
 # ---------------------------------------------------------------------------------------------
-python3 - "$OUT" "$NOTE" > "$OUT/summary.md" <<'PY'
+python3 - "$OUT" "$NOTE" "$OVERLOAD_FACTOR" > "$OUT/summary.md" <<'PY'
 import glob, json, os, statistics, sys
-out, note = sys.argv[1], sys.argv[2]
+out, note, OVERLOAD_FACTOR = sys.argv[1], sys.argv[2], sys.argv[3]
 runs = {}
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     r = json.load(open(path))
@@ -257,6 +276,10 @@ def fmt(v, digits=1):
     if isinstance(v, float): return f"{v:,.{digits}f}"
     return f"{v:,}"
 
+def own(rs):
+    v = med(rs, "gateway_ack_p99_le_ms")
+    return "-" if v is None else f"≤ {v:g}"
+
 names = {"sqlite": "SQLite, group commit", "sqlite-nogc": "SQLite, group_commit = false",
          "postgres": "PostgreSQL, group commit", "postgres-nogc": "PostgreSQL, group_commit = false",
          "ceiling": "HTTP ceiling (sink)"}
@@ -269,14 +292,18 @@ print(f"_{note}_\n")
 print(f"Medians of {max(len(v) for v in runs.values())} runs of {any_run['duration_s']:g} s each; "
       f"bodies `{any_run['body_size']}` (mean ≈ {fmt(med([r for v in runs.values() for r in v], 'mean_body_bytes'), 0)} bytes), "
       f"{any_run['duplicates_share']:g} duplicate share, Stripe signatures. Latency is of 2xx answers, "
-      "from the intended send time.\n")
-print("| scenario | mode | ack/s | share of ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | non-2xx | gateway CPU (cores) | gateway CPU µs/2xx | gateway RSS peak MiB | store verified |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+      "from the intended send time as the load generator saw it; \"gateway's own p99\" is the upper bound of "
+      "the bucket holding the 99th percentile of the gateway's `hookgate_ack_latency_seconds` for the run "
+      "(arrival to answer, without the load generator's share of the CPU).\n")
+print("| scenario | mode | ack/s | share of ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | gateway's own p99 ms | non-2xx | gateway CPU (cores) | gateway CPU µs/2xx | gateway RSS peak MiB | store verified |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for s in order:
-    for m in ("closed", "open"):
+    for m in ("closed", "open", "overload"):
         rs = runs.get((s, m))
         if not rs: continue
-        mode = f"closed loop, {rs[0]['connections']} conns" if m == "closed" else f"open loop {rs[0]['rate_target']:,}/s"
+        mode = {"closed": f"closed loop, {rs[0]['connections']} conns",
+                "open": f"open loop {rs[0]['rate_target']:,}/s",
+                "overload": f"overload: open loop {fmt(med(rs, 'rate_target'), 0)}/s, {rs[0]['connections']:,} conns"}[m]
         rps = med(rs, "achieved_rps")
         share = f"{100*rps/ceiling[m]:.0f} %" if (m == "closed" and rps and ceiling.get(m) and s != "ceiling") else "-"
         per_ack = [r["gateway_cpu_seconds"] * 1e6 / max(1, r["accepted"] + r["duplicate"] + r["ignored"] + r["other_2xx"])
@@ -285,7 +312,8 @@ for s in order:
         bad = statistics.median([r["rejected_4xx"] + r["rate_limited"] + r["unavailable"] + r["errors"] + r["not_sent"] for r in rs])
         ver = "-" if s == "ceiling" else ("yes" if all(r.get("store_verified") for r in rs) else "**NO**")
         print(f"| {names[s]} | {mode} | {fmt(rps)} | {share} | {fmt(med(rs,'p50_ms'),2)} | {fmt(med(rs,'p90_ms'),2)} | "
-              f"{fmt(med(rs,'p99_ms'),2)} | {fmt(med(rs,'p999_ms'),2)} | {fmt(med(rs,'max_ms'),2)} | {fmt(bad,0)} | "
+              f"{fmt(med(rs,'p99_ms'),2)} | {fmt(med(rs,'p999_ms'),2)} | {fmt(med(rs,'max_ms'),2)} | "
+              f"{own(rs)} | {fmt(bad,0)} | "
               f"{fmt(med(rs,'gateway_cpu_cores'),2)} | {fmt(per_ack,0)} | {fmt(med(rs,'gateway_rss_peak_mib'))} | {ver} |")
 
 print("\nGroup commit on / off (closed-loop throughput, medians; measured side by side):\n")
@@ -307,6 +335,16 @@ if ceiling.get("closed") and med(runs.get(("sqlite","closed"),[]),"achieved_rps"
 target(f"SQLite p99 at {open_rate:,}/s open loop", "sqlite", "p99_ms", "open", "<=", 10, "ms")
 target("PostgreSQL closed-loop acknowledged events/s", "postgres", "achieved_rps", "closed", ">=", 8000, "/s")
 target(f"PostgreSQL p99 at {open_rate:,}/s open loop", "postgres", "p99_ms", "open", "<=", 15, "ms")
+for label, scen in (("SQLite", "sqlite"), ("PostgreSQL", "postgres")):
+    rs = runs.get((scen, "overload"))
+    if not rs: continue
+    shed = statistics.median([r["unavailable"] + r["rate_limited"] for r in rs])
+    print(f"- {label} overload ({OVERLOAD_FACTOR}× its closed-loop rate): {fmt(shed, 0)} requests shed (503/429, median), "
+          f"store verified in every run: {'yes' if all(r.get('store_verified') for r in rs) else '**NO**'}")
+    target(f"{label} overload: accepted-request p99 (load generator's view, from the intended send time)", scen, "p99_ms", "overload", "<=", 100, "ms")
+    target(f"{label} overload: accepted-request p99 (the gateway's own histogram, bucket upper bound)", scen, "gateway_ack_p99_le_ms", "overload", "<=", 100, "ms")
+    target(f"{label} overload: gateway RSS peak", scen, "gateway_rss_peak_mib", "overload", "<=", 150, "MiB")
+target("SQLite closed loop (≥ 10,000/s when met above): gateway RSS peak", "sqlite", "gateway_rss_peak_mib", "closed", "<=", 150, "MiB")
 PY
 echo >&2
 cat "$OUT/summary.md"

@@ -6,6 +6,7 @@
 //! is the `--ceiling` target, [`verify`] checks the store, [`procstat`] reads the gateway's
 //! CPU and memory from `/proc`. `scripts/bench.sh` drives it; results are in `BENCHMARKS.md`.
 
+pub mod gateway_metrics;
 pub mod load;
 pub mod plan;
 pub mod procstat;
@@ -22,6 +23,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::config::Config;
+use gateway_metrics::AckHistogram;
 use load::{LoadOptions, Outcome};
 use plan::{BodySize, Kind, PlanOptions, Planner, Produced};
 
@@ -135,6 +137,10 @@ pub struct Report {
     pub gateway_rss_peak_mib: Option<f64>,
     pub gateway_vmhwm_mib: Option<f64>,
     pub gateway_vmrss_mib: Option<f64>,
+    /// The gateway's own ack-latency histogram for this run (admin `/metrics`, arrival to
+    /// answer, without the load generator's CPU queueing): upper bound of the bucket holding
+    /// its 99th percentile. `None` without an admin listener or with `--url`.
+    pub gateway_ack_p99_le_ms: Option<f64>,
     pub bench_cpu_seconds: Option<f64>,
     pub store_verified: Option<bool>,
     pub verification: Option<verify::Verification>,
@@ -260,6 +266,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
         }
     );
 
+    // The gateway's own histogram, when it is the config's own listener (not `--url`).
+    let admin = config
+        .admin_listen
+        .filter(|_| !args.ceiling && args.url.is_none());
+    let ack_before = admin.and_then(|a| AckHistogram::scrape(a, &endpoint.id));
     let pid = args.gateway_pid.map(|p| p.to_string());
     let cpu_before = pid.as_deref().and_then(procstat::cpu_seconds);
     let self_cpu_before = procstat::cpu_seconds("self");
@@ -282,6 +293,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
 
     let cpu_after = pid.as_deref().and_then(procstat::cpu_seconds);
     let self_cpu_after = procstat::cpu_seconds("self");
+    let gateway_ack_p99_le_ms = admin
+        .and_then(|a| AckHistogram::scrape(a, &endpoint.id))
+        .zip(ack_before)
+        .and_then(|(after, before)| after.p99_upper_bound_ms(&before));
     let rss_peak = sampler.as_ref().map(|s| s.peak_mib());
     drop(sampler);
     drop(sink);
@@ -393,6 +408,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
             .as_deref()
             .and_then(|p| procstat::status_mib(p, "VmRSS"))
             .map(round1),
+        gateway_ack_p99_le_ms,
         bench_cpu_seconds: self_cpu_after
             .zip(self_cpu_before)
             .map(|(a, b)| round3(a - b)),
@@ -485,6 +501,12 @@ pub fn render(r: &Report) -> String {
             opt(r.gateway_rss_peak_mib),
             opt(r.gateway_vmhwm_mib),
             opt(r.gateway_vmrss_mib)
+        );
+    }
+    if let Some(p99) = r.gateway_ack_p99_le_ms {
+        let _ = writeln!(
+            out,
+            "gateway_ack_p99_le_ms (the gateway's own histogram, arrival to answer): {p99}"
         );
     }
     let _ = writeln!(out, "bench_cpu_seconds: {}", opt(r.bench_cpu_seconds));
