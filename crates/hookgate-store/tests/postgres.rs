@@ -285,7 +285,7 @@ async fn stalled_commits_shed_rows_that_waited_too_long() {
 /// Schema version 4: RECEIVED rows accepted by an older version (no `next_attempt_at`) become
 /// due, so the lease query's single range condition still finds them.
 #[tokio::test]
-async fn migration_4_makes_old_received_rows_due_and_stores_payloads_uncompressed() {
+async fn migration_4_makes_old_received_rows_due() {
     let db = hookgate_testkit::postgres().await;
     let store = store_on(db.url(), PostgresOptions::default()).await;
     let accepted = store.accept(row("stripe", "ep", "evt_old")).await.unwrap();
@@ -300,7 +300,7 @@ async fn migration_4_makes_old_received_rows_due_and_stores_payloads_uncompresse
         .await
         .unwrap();
     let store = store_on(db.url(), PostgresOptions::default()).await;
-    // Ciphertext is stored without compression attempts.
+    // Ciphertext is still stored without compression attempts (since version 1).
     let storage: i8 = client
         .query_one(
             "SELECT attstorage FROM pg_attribute \

@@ -11,7 +11,7 @@
 //! [`IDLE_CHECKPOINT_AFTER`] with anything pending). A passive checkpoint takes no lock that
 //! the writer or readers wait on; it copies what is committed and fsyncs the database file.
 //!
-//! The writer keeps SQLite's automatic checkpoint as a backstop, at [`WRITER_AUTOCHECKPOINT_PAGES`]
+//! The writer keeps SQLite's automatic checkpoint as a backstop, at [`WRITER_AUTOCHECKPOINT_BYTES`]
 //! (far above what this thread lets pile up): if this thread falls behind or stops, the WAL
 //! still stays bounded. SQLite only restarts the WAL from its beginning when a write
 //! transaction starts with every frame already copied; under sustained load that is the
@@ -40,8 +40,8 @@ const IDLE_CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
 /// After a failed checkpoint (disk full, I/O), wait this long before the next attempt.
 const RETRY_AFTER_ERROR: Duration = Duration::from_secs(1);
 
-/// The writer's own automatic checkpoint, in pages (64 MiB with 4 KiB pages): the backstop.
-pub(super) const WRITER_AUTOCHECKPOINT_PAGES: i64 = 16 * 1024;
+/// The writer's own automatic checkpoint (converted to pages of the file): the backstop.
+pub(super) const WRITER_AUTOCHECKPOINT_BYTES: i64 = 64 * 1024 * 1024;
 
 /// The WAL file is truncated to this size when SQLite restarts it.
 pub(super) const JOURNAL_SIZE_LIMIT_BYTES: i64 = 64 * 1024 * 1024;

@@ -414,10 +414,13 @@ pub(super) fn open_write_connection(path: &Path) -> Result<Connection, StoreErro
     conn.pragma_update(None, "foreign_keys", "ON")
         .map_err(from_sqlite)?;
     // Checkpoints run on their own thread (checkpoint.rs); this is only the backstop.
+    let page_size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .map_err(from_sqlite)?;
     conn.pragma_update(
         None,
         "wal_autocheckpoint",
-        checkpoint::WRITER_AUTOCHECKPOINT_PAGES,
+        checkpoint::WRITER_AUTOCHECKPOINT_BYTES / page_size.max(512),
     )
     .map_err(from_sqlite)?;
     conn.pragma_update(
@@ -499,6 +502,17 @@ mod tests {
             .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
             .unwrap();
         assert_eq!(fk, 1);
+        // The writer's own checkpoint is only the backstop: 64 MiB whatever the page size.
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap();
+        let backstop: i64 = conn
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            backstop * page_size,
+            checkpoint::WRITER_AUTOCHECKPOINT_BYTES
+        );
     }
 
     #[test]
