@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::checkpoint::CheckpointSignal;
@@ -76,8 +76,7 @@ const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, pr
      event_type, object_id, object_version, provider_created_at, received_at, \
      payload_key_version, payload_digest, matched_secret_version, status, next_attempt_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
-     ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING \
-     RETURNING inbox_id";
+     ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING";
 
 /// The sealed payload, in its own table (schema version 4) so that status updates of the
 /// small inbox row never rewrite the payload's overflow pages.
@@ -412,43 +411,38 @@ fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptan
         hookgate_core::InboxStatus::Received => Some(row.received_at_ms),
         _ => None,
     };
-    let inserted: Option<String> = conn
-        .prepare_cached(INSERT_SQL)?
-        .query_row(
-            rusqlite::params![
-                row.inbox_id,
-                row.provider,
-                row.endpoint_id,
-                row.provider_event_id,
-                row.event_type,
-                row.object_id,
-                row.object_version,
-                row.provider_created_at,
-                row.received_at_ms,
-                i64::from(row.payload_key_version),
-                row.payload_digest,
-                row.matched_secret_version,
-                row.status.as_str(),
-                next_attempt_at,
-            ],
+    // `changes` rather than `RETURNING`: the id is the one we supplied, and RETURNING costs
+    // SQLite an ephemeral table per statement.
+    let inserted = conn.prepare_cached(INSERT_SQL)?.execute(rusqlite::params![
+        row.inbox_id,
+        row.provider,
+        row.endpoint_id,
+        row.provider_event_id,
+        row.event_type,
+        row.object_id,
+        row.object_version,
+        row.provider_created_at,
+        row.received_at_ms,
+        i64::from(row.payload_key_version),
+        row.payload_digest,
+        row.matched_secret_version,
+        row.status.as_str(),
+        next_attempt_at,
+    ])? == 1;
+    let acceptance = if inserted {
+        // Only a row inserted now gets a payload: a duplicate keeps the first copy's.
+        conn.prepare_cached(INSERT_PAYLOAD_SQL)?
+            .execute(rusqlite::params![row.inbox_id, row.payload])?;
+        Acceptance::Accepted {
+            inbox_id: row.inbox_id.clone(),
+        }
+    } else {
+        // The unique key is already taken, possibly by an earlier row of this batch.
+        let inbox_id: String = conn.prepare_cached(EXISTING_SQL)?.query_row(
+            (&row.provider, &row.endpoint_id, &row.provider_event_id),
             |r| r.get(0),
-        )
-        .optional()?;
-    let acceptance = match inserted {
-        Some(inbox_id) => {
-            // Only a row inserted now gets a payload: a duplicate keeps the first copy's.
-            conn.prepare_cached(INSERT_PAYLOAD_SQL)?
-                .execute(rusqlite::params![inbox_id, row.payload])?;
-            Acceptance::Accepted { inbox_id }
-        }
-        None => {
-            // The unique key is already taken, possibly by an earlier row of this batch.
-            let inbox_id: String = conn.prepare_cached(EXISTING_SQL)?.query_row(
-                (&row.provider, &row.endpoint_id, &row.provider_event_id),
-                |r| r.get(0),
-            )?;
-            Acceptance::Duplicate { inbox_id }
-        }
+        )?;
+        Acceptance::Duplicate { inbox_id }
     };
     conn.prepare_cached("RELEASE accept_row")?.execute([])?;
     Ok(acceptance)
@@ -459,6 +453,7 @@ mod tests {
     use super::*;
     use crate::sqlite::schema::migrate;
     use hookgate_core::InboxStatus;
+    use rusqlite::OptionalExtension;
 
     fn row(inbox_id: &str, event_id: &str) -> NewInboxRow {
         NewInboxRow {
