@@ -58,8 +58,11 @@ pub struct ServerConfig {
     pub tls: Option<TlsPaths>,
     /// Plain HTTP is accepted only from these, and only with `X-Forwarded-Proto: https`.
     pub trusted_proxies: Vec<IpNet>,
-    /// Requests being handled at once across all endpoints; beyond it: 429.
+    /// Requests being handled at once across all endpoints; beyond it: 503 `overloaded`.
     pub max_in_flight: usize,
+    /// Open client connections; beyond it new ones wait in the kernel's accept queue. With
+    /// `max_in_flight` and the body limits, this bounds the listener's memory.
+    pub max_connections: usize,
     /// Flood protection per client address, before verification.
     pub per_client_rate: Option<Rate>,
     pub max_header_count: usize,
@@ -329,6 +332,7 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config, ConfigErr
         tls,
         trusted_proxies,
         max_in_flight: positive(raw.server.max_in_flight, 256, "server.max_in_flight")?,
+        max_connections: positive(raw.server.max_connections, 4096, "server.max_connections")?,
         per_client_rate: rate(raw.server.per_client_rate, "server.per_client_rate")?,
         max_header_count: positive(raw.server.max_header_count, 64, "server.max_header_count")?,
         max_header_bytes: positive(
@@ -802,6 +806,7 @@ pub fn render_redacted(c: &Config) -> String {
         .collect();
     let _ = writeln!(out, "trusted_proxies = [{}]", proxies.join(", "));
     let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
+    let _ = writeln!(out, "max_connections = {}", s.max_connections);
     if let Some(r) = s.per_client_rate {
         let _ = writeln!(
             out,

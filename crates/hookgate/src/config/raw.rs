@@ -66,6 +66,7 @@ pub struct RawServer {
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
     pub max_in_flight: Option<usize>,
+    pub max_connections: Option<usize>,
     pub per_client_rate: Option<RawRate>,
     pub max_header_count: Option<usize>,
     pub max_header_bytes: Option<usize>,

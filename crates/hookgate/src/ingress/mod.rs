@@ -16,7 +16,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ServerConfig;
@@ -51,7 +51,17 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let builder = http1_builder(&server);
+    // Memory stays bounded however many clients connect: past `max_connections` the next
+    // connection is not accepted until one closes (it waits in the kernel's accept queue).
+    let connections = Arc::new(Semaphore::new(server.max_connections));
     loop {
+        let slot = tokio::select! {
+            slot = connections.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -70,6 +80,7 @@ pub async fn serve(
         let watcher = graceful.watcher();
         let tls = tls.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let conn = ConnInfo {
                 peer,
                 tls: tls.is_some(),

@@ -542,6 +542,43 @@ async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
     g.stop().await;
 }
 
+/// Past `max_connections` a new connection is not served until an open one closes (memory
+/// stays bounded however many clients connect); nothing is refused or lost meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_cap_defers_new_connections() {
+    let mut g = TestGateway::start_with(&endpoints(), "max_connections = 2", NOW).await;
+    let idle: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(g.addr).unwrap())
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let addr = g.addr;
+    let waiting = tokio::spawn(async move {
+        let body = sw_body("invoice.paid");
+        post_signed(
+            addr,
+            "sw",
+            "standard_webhooks",
+            SW_SECRET,
+            "msg_third",
+            NOW,
+            &body,
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a third connection must wait for a slot"
+    );
+    drop(idle);
+    let r = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+        .await
+        .expect("served once a slot frees")
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.body);
+    g.stop().await;
+}
+
 #[tokio::test]
 async fn https_required_unless_from_trusted_proxy() {
     let mut g =
