@@ -17,6 +17,7 @@ mod outbox;
 mod processing;
 mod read;
 mod schema;
+mod tx;
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex as StdMutex};

@@ -6,49 +6,20 @@
 //! due row to one of them, and the lease fence decides who may record the result. Deadlocks
 //! and serialization failures retry the whole transaction.
 
-use std::time::Duration;
-
-use deadpool_postgres::{Object, Pool, Transaction};
+use deadpool_postgres::Transaction;
 use hookgate_core::OutboxStatus;
 use tokio_postgres::Row;
 
-use super::error::{Failure, classify, classify_commit, from_pool};
 use super::processing::fail_leased;
 use super::read::{COLUMNS, record};
+use super::tx::{Failed, RetryableWrite, with_transaction};
 use super::{PostgresStore, finish_read};
 use crate::lease::LeasedTable;
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
 use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
 
-const MAX_ATTEMPTS: u32 = 5;
-
 const OUTBOX_COLUMNS: &str = "outbox_id, inbox_id, destination, status, attempt_count, \
      next_attempt_at, last_error, created_at, delivered_at";
-
-enum Failed {
-    LeaseLost,
-    Db(Failure),
-}
-
-impl From<tokio_postgres::Error> for Failed {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Failed::Db(classify(&e))
-    }
-}
-
-fn to_processing(f: Failed) -> ProcessingError {
-    match f {
-        Failed::LeaseLost => ProcessingError::LeaseLost,
-        Failed::Db(Failure::Fail(e)) => ProcessingError::Store(e),
-        Failed::Db(Failure::Retry(m) | Failure::Rejected(m)) => {
-            ProcessingError::Store(StoreError::Unavailable(m))
-        }
-    }
-}
-
-fn store_only(f: Failed) -> StoreError {
-    to_processing(f).into_store_error()
-}
 
 fn outbox_record(r: &Row) -> Result<OutboxRecord, StoreError> {
     let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("outbox row: {e}"));
@@ -94,40 +65,12 @@ enum Done {
     Count(u64),
 }
 
-async fn with_transaction(pool: &Pool, timeout: Duration, op: &Op<'_>) -> Result<Done, Failed> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let mut client: Object = pool
-            .get()
-            .await
-            .map_err(|e| Failed::Db(Failure::Fail(from_pool(e))))?;
-        let mut committing = false;
-        let run = async {
-            let tx = client.transaction().await?;
-            let value = run_op(&tx, op).await?;
-            committing = true;
-            tx.commit()
-                .await
-                .map_err(|e| Failed::Db(classify_commit(&e)))?;
-            Ok::<Done, Failed>(value)
-        };
-        match tokio::time::timeout(timeout, run).await {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(Failed::Db(Failure::Retry(msg)))) if attempt < MAX_ATTEMPTS => {
-                tracing::debug!(attempt, error = %msg, "postgres outbox: retrying transaction");
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 3)).await;
-            }
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                drop(Object::take(client));
-                return Err(Failed::Db(Failure::Fail(if committing {
-                    StoreError::CommitUnknown("database did not answer COMMIT in time".into())
-                } else {
-                    StoreError::Unavailable("database did not answer in time".into())
-                })));
-            }
-        }
+impl RetryableWrite for Op<'_> {
+    type Output = Done;
+    const LABEL: &'static str = "outbox";
+
+    async fn run(&self, tx: &Transaction<'_>) -> Result<Done, Failed> {
+        run_op(tx, self).await
     }
 }
 
@@ -245,7 +188,7 @@ impl OutboxStore for PostgresStore {
         };
         let Done::Leased(rows) = with_transaction(&self.pool, self.options.request_timeout, &op)
             .await
-            .map_err(store_only)?
+            .map_err(Failed::into_store_error)?
         else {
             return Err(unexpected());
         };
@@ -279,7 +222,7 @@ impl OutboxStore for PostgresStore {
         with_transaction(&self.pool, self.options.request_timeout, &op)
             .await
             .map(|_| ())
-            .map_err(to_processing)
+            .map_err(Failed::into_processing_error)
     }
 
     async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError> {
@@ -290,7 +233,7 @@ impl OutboxStore for PostgresStore {
         )
         .await
         .map(|_| ())
-        .map_err(to_processing)
+        .map_err(Failed::into_processing_error)
     }
 
     async fn retry_deliveries(&self, inbox_id: &str, now_ms: i64) -> Result<u64, StoreError> {
@@ -300,7 +243,7 @@ impl OutboxStore for PostgresStore {
             &Op::Retry { inbox_id, now_ms },
         )
         .await
-        .map_err(store_only)?
+        .map_err(Failed::into_store_error)?
         {
             Done::Count(n) => Ok(n),
             Done::Leased(_) => Err(unexpected()),

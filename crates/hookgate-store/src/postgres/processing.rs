@@ -9,48 +9,16 @@
 
 use std::time::Duration;
 
-use deadpool_postgres::Transaction;
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::{Pool, Transaction};
 use hookgate_core::Outcome;
 
-use super::error::{Failure, classify, classify_commit, from_pool};
 use super::read::{COLUMNS, record};
+use super::tx::{Failed, RetryableWrite, with_transaction};
 use crate::lease::LeasedTable;
 use crate::processing::{
     BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
 };
 use crate::{InboxRecord, StoreError};
-
-/// Attempts of one processing transaction on deadlock / serialization failure.
-const MAX_ATTEMPTS: u32 = 5;
-
-enum Failed {
-    LeaseLost,
-    Db(Failure),
-}
-
-impl From<tokio_postgres::Error> for Failed {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Failed::Db(classify(&e))
-    }
-}
-
-fn to_processing(f: Failed) -> ProcessingError {
-    match f {
-        Failed::LeaseLost => ProcessingError::LeaseLost,
-        Failed::Db(Failure::Fail(e)) => ProcessingError::Store(e),
-        Failed::Db(Failure::Retry(m) | Failure::Rejected(m)) => {
-            ProcessingError::Store(StoreError::Unavailable(m))
-        }
-    }
-}
-
-fn store_only(e: ProcessingError) -> StoreError {
-    match e {
-        ProcessingError::Store(e) => e,
-        ProcessingError::LeaseLost => StoreError::Unavailable("unexpected lease loss".into()),
-    }
-}
 
 /// `i.col, i.col, ...` for statements joining the inbox with something else.
 fn prefixed_columns() -> String {
@@ -84,58 +52,25 @@ enum Done {
     Flag(bool),
 }
 
-/// Runs `op` in one transaction (retrying deadlocks), within `timeout` per attempt. A
-/// connection that timed out is discarded.
-async fn with_transaction(pool: &Pool, timeout: Duration, op: &Op<'_>) -> Result<Done, Failed> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let mut client: Object = pool
-            .get()
-            .await
-            .map_err(|e| Failed::Db(Failure::Fail(from_pool(e))))?;
-        let mut committing = false;
-        let run = async {
-            let tx = client.transaction().await?;
-            let value = match op {
-                Op::Lease {
-                    owner,
-                    now_ms,
-                    lease_until,
-                    limit,
-                } => Done::Rows(lease_in(&tx, owner, *now_ms, *lease_until, *limit).await?),
-                Op::Complete(r) => Done::Outcome(complete_in(&tx, r).await?),
-                Op::Fail(a) => {
-                    fail_in(&tx, a).await?;
-                    Done::Unit
-                }
-                Op::Retry { inbox_id, now_ms } => {
-                    Done::Flag(retry_in(&tx, inbox_id, *now_ms).await?)
-                }
-            };
-            committing = true;
-            tx.commit()
-                .await
-                .map_err(|e| Failed::Db(classify_commit(&e)))?;
-            Ok::<Done, Failed>(value)
-        };
-        let result = tokio::time::timeout(timeout, run).await;
-        match result {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(Failed::Db(Failure::Retry(msg)))) if attempt < MAX_ATTEMPTS => {
-                tracing::debug!(attempt, error = %msg, "postgres processing: retrying transaction");
-                tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 3)).await;
+impl RetryableWrite for Op<'_> {
+    type Output = Done;
+    const LABEL: &'static str = "processing";
+
+    async fn run(&self, tx: &Transaction<'_>) -> Result<Done, Failed> {
+        Ok(match self {
+            Op::Lease {
+                owner,
+                now_ms,
+                lease_until,
+                limit,
+            } => Done::Rows(lease_in(tx, owner, *now_ms, *lease_until, *limit).await?),
+            Op::Complete(r) => Done::Outcome(complete_in(tx, r).await?),
+            Op::Fail(a) => {
+                fail_in(tx, a).await?;
+                Done::Unit
             }
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                drop(Object::take(client));
-                return Err(Failed::Db(Failure::Fail(if committing {
-                    StoreError::CommitUnknown("database did not answer COMMIT in time".into())
-                } else {
-                    StoreError::Unavailable("database did not answer in time".into())
-                })));
-            }
-        }
+            Op::Retry { inbox_id, now_ms } => Done::Flag(retry_in(tx, inbox_id, *now_ms).await?),
+        })
     }
 }
 
@@ -159,7 +94,7 @@ pub(super) async fn lease_due(
     };
     match with_transaction(pool, timeout, &op)
         .await
-        .map_err(|f| store_only(to_processing(f)))?
+        .map_err(Failed::into_store_error)?
     {
         Done::Rows(rows) => rows.iter().map(record).collect(),
         _ => Err(unexpected()),
@@ -201,7 +136,7 @@ pub(super) async fn complete(
 ) -> Result<Outcome, ProcessingError> {
     match with_transaction(pool, timeout, &Op::Complete(result))
         .await
-        .map_err(to_processing)?
+        .map_err(Failed::into_processing_error)?
     {
         Done::Outcome(o) => Ok(o),
         _ => Err(unexpected().into()),
@@ -351,7 +286,7 @@ pub(super) async fn fail_attempt(
     with_transaction(pool, timeout, &Op::Fail(attempt))
         .await
         .map(|_| ())
-        .map_err(to_processing)
+        .map_err(Failed::into_processing_error)
 }
 
 async fn fail_in(tx: &Transaction<'_>, a: &FailedAttempt) -> Result<(), Failed> {
@@ -400,7 +335,7 @@ pub(super) async fn retry_event(
 ) -> Result<bool, StoreError> {
     match with_transaction(pool, timeout, &Op::Retry { inbox_id, now_ms })
         .await
-        .map_err(|f| store_only(to_processing(f)))?
+        .map_err(Failed::into_store_error)?
     {
         Done::Flag(f) => Ok(f),
         _ => Err(unexpected()),
