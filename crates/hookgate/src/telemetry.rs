@@ -24,8 +24,10 @@ pub const OUTBOX_OLDEST_AGE: &str = "hookgate_outbox_oldest_pending_age_seconds"
 pub const OUTBOX_FAILED: &str = "hookgate_outbox_failed";
 pub const BACKLOG_PROBE_FAILURES: &str = "hookgate_backlog_probe_failures_total";
 
+// Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.0,
+    5.0,
 ];
 
 static PROMETHEUS: OnceLock<PrometheusHandle> = OnceLock::new();

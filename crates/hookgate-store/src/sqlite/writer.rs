@@ -176,6 +176,9 @@ impl Writer {
         match command {
             Command::Accept(job) => {
                 if self.admission.expired(job.enqueued_at) {
+                    // It also tells the gate the queue is overloaded, even when every
+                    // acceptance of this batch was shed and none is left to judge it by.
+                    self.admission.batch_taken(job.enqueued_at);
                     let _ = job.reply.send(Err(StoreError::Overloaded));
                 } else {
                     batch.push(Command::Accept(job));
@@ -533,6 +536,41 @@ mod tests {
             )
             .optional()
             .unwrap()
+    }
+
+    /// A row that waited past `max_queue_wait` is answered `Overloaded`, never written, and
+    /// closes the admission gate even when it leaves the batch with no acceptance at all.
+    #[test]
+    fn expired_acceptance_is_shed_and_closes_the_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(&dir);
+        w.admission = Arc::new(Admission::new(std::time::Duration::from_millis(50)));
+        let (reply, mut answer) = oneshot::channel();
+        let stale = Instant::now()
+            .checked_sub(std::time::Duration::from_millis(80))
+            .unwrap();
+        let mut batch = Vec::new();
+        w.take(
+            &mut batch,
+            Command::Accept(Job {
+                row: row("stale", "e_stale"),
+                reply,
+                enqueued_at: stale,
+            }),
+        );
+        assert!(batch.is_empty(), "a shed row is not written");
+        assert!(matches!(
+            answer.try_recv().unwrap(),
+            Err(StoreError::Overloaded)
+        ));
+        assert!(!w.admission.is_open());
+        let rows: i64 = w
+            .conn
+            .as_ref()
+            .unwrap()
+            .query_row("SELECT count(*) FROM inbox", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0);
     }
 
     #[test]
