@@ -32,7 +32,11 @@ use super::open_write_connection;
 use crate::StoreError;
 
 /// Checkpoint once the writer has committed about this much since the last checkpoint.
-pub(super) const CHECKPOINT_EVERY_BYTES: u64 = 2 * 1024 * 1024;
+/// Small and often beats large and rare here: each checkpoint ends with an fsync of the
+/// database file that the writer's WAL fsyncs queue behind. Side by side on the benchmark
+/// machine, 512 KiB beat 2 MiB in every pair (p99 at 2,000/s 7–9 ms vs 9–49 ms; closed loop
+/// 8.4–10.4k vs 6.5–8.9k/s), and 16 MiB was worse than 2 MiB (p99 19–29 ms vs 12–13 ms).
+pub(super) const CHECKPOINT_EVERY_BYTES: u64 = 512 * 1024;
 
 /// With less pending than that, checkpoint anyway after this long without reaching it.
 const IDLE_CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
