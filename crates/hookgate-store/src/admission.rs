@@ -20,6 +20,19 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::sync::oneshot;
+
+use crate::{Acceptance, NewInboxRow, StoreError};
+
+/// One acceptance queued for a batch worker (either backend).
+pub(crate) struct QueuedAcceptance {
+    pub(crate) row: NewInboxRow,
+    /// Answered only after the batch's commit (or its failure), or `Overloaded` when shed.
+    pub(crate) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+    /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
+    pub(crate) enqueued_at: Instant,
+}
+
 /// The admission state of one store's acceptance queue.
 #[derive(Debug)]
 pub(crate) struct Admission {
@@ -44,6 +57,34 @@ impl Admission {
     /// Whether a row enqueued at `enqueued_at` waited too long to be committed now.
     pub(crate) fn expired(&self, enqueued_at: Instant) -> bool {
         enqueued_at.elapsed() > self.max_wait
+    }
+
+    /// A row to queue now, stamped with the time, or `Overloaded` while the gate is closed.
+    pub(crate) fn admit(
+        &self,
+        row: NewInboxRow,
+        reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+    ) -> Result<QueuedAcceptance, StoreError> {
+        if !self.is_open() {
+            return Err(StoreError::Overloaded);
+        }
+        Ok(QueuedAcceptance {
+            row,
+            reply,
+            enqueued_at: Instant::now(),
+        })
+    }
+
+    /// The batch worker took `queued` off the queue: `None` (answered `Overloaded`, never
+    /// written) when it waited longer than `max_queue_wait`. A shed row also closes the gate,
+    /// even when it leaves a batch with no acceptance to judge the queue by.
+    pub(crate) fn keep_unless_expired(&self, queued: QueuedAcceptance) -> Option<QueuedAcceptance> {
+        if !self.expired(queued.enqueued_at) {
+            return Some(queued);
+        }
+        self.batch_taken(queued.enqueued_at);
+        let _ = queued.reply.send(Err(StoreError::Overloaded));
+        None
     }
 
     /// The batch worker took a batch whose oldest acceptance was enqueued at `oldest`.

@@ -1,6 +1,6 @@
 //! Acceptance on PostgreSQL: group commit of conflict-ignoring inserts.
 //!
-//! Concurrent `accept` calls queue [`Job`]s on a bounded channel (full → `Overloaded`).
+//! Concurrent `accept` calls queue [`QueuedAcceptance`]s on a bounded channel (full → `Overloaded`).
 //! Each of several batch workers takes whatever is queued (up to `max_batch`, no waiting for
 //! more), so one slow commit does not serialise everything: while one worker commits, the
 //! next one collects. A batch is:
@@ -22,22 +22,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc};
 
 use super::error::{Failure, classify, classify_commit, duplicate, from_pool};
-use crate::admission::Admission;
+use crate::admission::{Admission, QueuedAcceptance};
 use crate::{Acceptance, NewInboxRow, StoreError};
-
-/// One caller waiting for its row's commit.
-pub(super) struct Job {
-    pub(super) row: NewInboxRow,
-    pub(super) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
-    /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
-    pub(super) enqueued_at: Instant,
-}
 
 /// Attempts of one batch transaction on deadlock / serialization failure.
 const MAX_ATTEMPTS: u32 = 5;
@@ -79,7 +71,7 @@ fn key_of(row: &NewInboxRow) -> (&str, &str, &str) {
 /// A batch worker: takes what is queued, commits it, answers, repeats; ends when every
 /// sender is gone and the queue is drained.
 pub(super) async fn worker(
-    queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    queue: Arc<Mutex<mpsc::Receiver<QueuedAcceptance>>>,
     admission: Arc<Admission>,
     pool: Pool,
     max_batch: usize,
@@ -108,18 +100,10 @@ pub(super) async fn worker(
         admission.batch_taken(jobs[0].enqueued_at);
         // Callers that gave up (deadline passed) were already answered 503; rows that waited
         // longer than `max_queue_wait` are answered 503 now. Neither is written.
-        let jobs: Vec<Job> = jobs
+        let jobs: Vec<QueuedAcceptance> = jobs
             .into_iter()
-            .filter_map(|job| {
-                if job.reply.is_closed() {
-                    None
-                } else if admission.expired(job.enqueued_at) {
-                    let _ = job.reply.send(Err(StoreError::Overloaded));
-                    None
-                } else {
-                    Some(job)
-                }
-            })
+            .filter(|job| !job.reply.is_closed())
+            .filter_map(|job| admission.keep_unless_expired(job))
             .collect();
         if jobs.is_empty() {
             continue;

@@ -21,15 +21,15 @@ mod tx;
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use self::accept::Job;
 use self::error::{from_pg, from_pool};
 use crate::admission::Admission;
+use crate::admission::QueuedAcceptance;
 use crate::{
     Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
     PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
@@ -79,7 +79,7 @@ impl Default for PostgresOptions {
 pub struct PostgresStore {
     pool: Pool,
     options: PostgresOptions,
-    sender: StdMutex<Option<mpsc::Sender<Job>>>,
+    sender: StdMutex<Option<mpsc::Sender<QueuedAcceptance>>>,
     workers: StdMutex<Vec<JoinHandle<()>>>,
     /// Whether acceptances are admitted (the batch workers judge how long rows wait).
     admission: Arc<Admission>,
@@ -259,14 +259,7 @@ impl Store for PostgresStore {
             .ok_or_else(|| StoreError::Unavailable("store is closed".into()))?;
         let (reply, answer) = oneshot::channel();
         // More than `max_queue_wait` of queued work, or a full queue: shed (503, retried).
-        if !self.admission.is_open() {
-            return Err(StoreError::Overloaded);
-        }
-        let job = Job {
-            row,
-            reply,
-            enqueued_at: Instant::now(),
-        };
+        let job = self.admission.admit(row, reply)?;
         match sender.try_send(job) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(StoreError::Overloaded),

@@ -169,7 +169,7 @@ fn run(conn: &Connection, signal: &CheckpointSignal) {
 }
 
 /// `PRAGMA wal_checkpoint(PASSIVE)`: (frames in the WAL, frames copied so far).
-pub(super) fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
+fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
         Ok((r.get(1)?, r.get(2)?))
     })

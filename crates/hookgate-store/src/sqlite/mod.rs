@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
@@ -35,7 +35,7 @@ use tokio::sync::oneshot;
 use self::checkpoint::{CheckpointSignal, Checkpointer};
 use self::error::from_sqlite;
 use self::read::ReadPool;
-use self::writer::{Command, Counters, Job, Writer};
+use self::writer::{Command, Counters, Writer};
 use crate::admission::Admission;
 use crate::{
     Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
@@ -231,14 +231,7 @@ impl Store for SqliteStore {
             };
             // Never block the runtime: more than `max_queue_wait` of queued work, or a full
             // queue, sheds the request (503, provider retries).
-            if !self.admission.is_open() {
-                return Err(StoreError::Overloaded);
-            }
-            let job = Job {
-                row,
-                reply,
-                enqueued_at: Instant::now(),
-            };
+            let job = self.admission.admit(row, reply)?;
             match sender.try_send(Command::Accept(job)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded),

@@ -1,6 +1,6 @@
 //! The single writer thread and group commit.
 //!
-//! One `std::thread` owns the only write connection. Callers hand it [`Job`]s over a bounded
+//! One `std::thread` owns the only write connection. Callers hand it [`QueuedAcceptance`]s over a bounded
 //! channel (see `SqliteStore::accept`). The loop blocks for the first job, then drains
 //! whatever else is already queued, up to `max_batch` (no timer: batches grow naturally with
 //! load, and a lone request is committed at once), and runs them in ONE transaction:
@@ -32,12 +32,11 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::Instant;
 
 use rusqlite::Connection;
-use tokio::sync::oneshot;
 
 use super::checkpoint::CheckpointSignal;
 use super::error::{from_sqlite, is_environmental};
 use super::open_write_connection;
-use crate::admission::Admission;
+use crate::admission::{Admission, QueuedAcceptance};
 use crate::{Acceptance, GroupCommitOptions, NewInboxRow, StoreError};
 
 /// What the writer thread is asked to do.
@@ -46,7 +45,7 @@ use crate::{Acceptance, GroupCommitOptions, NewInboxRow, StoreError};
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Command {
     /// An acceptance.
-    Accept(Job),
+    Accept(QueuedAcceptance),
     /// A processing or delivery write (see `command.rs`): runs under its own savepoint inside
     /// the batch transaction and returns how to answer its caller once the commit's outcome is
     /// known. Dropped unrun (its caller sees the writer gone) only when no connection opens.
@@ -61,15 +60,6 @@ pub(super) struct Executed {
     pub(super) suspect: bool,
     /// Answers the caller; `Some(error)` when the batch did not commit.
     pub(super) reply: Box<dyn FnOnce(Option<StoreError>) + Send>,
-}
-
-/// One acceptance waiting for the writer.
-pub(super) struct Job {
-    pub(super) row: NewInboxRow,
-    /// Answered only after the batch's commit (or its failure).
-    pub(super) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
-    /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
-    pub(super) enqueued_at: Instant,
 }
 
 const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
@@ -175,12 +165,7 @@ impl Writer {
     fn take(&self, batch: &mut Vec<Command>, command: Command) {
         match command {
             Command::Accept(job) => {
-                if self.admission.expired(job.enqueued_at) {
-                    // It also tells the gate the queue is overloaded, even when every
-                    // acceptance of this batch was shed and none is left to judge it by.
-                    self.admission.batch_taken(job.enqueued_at);
-                    let _ = job.reply.send(Err(StoreError::Overloaded));
-                } else {
+                if let Some(job) = self.admission.keep_unless_expired(job) {
                     batch.push(Command::Accept(job));
                 }
             }
@@ -457,6 +442,7 @@ mod tests {
     use crate::sqlite::schema::migrate;
     use hookgate_core::InboxStatus;
     use rusqlite::OptionalExtension;
+    use tokio::sync::oneshot;
 
     fn row(inbox_id: &str, event_id: &str) -> NewInboxRow {
         NewInboxRow {
@@ -499,7 +485,7 @@ mod tests {
             .map(|row| {
                 let (reply, rx) = oneshot::channel();
                 rxs.push(rx);
-                Command::Accept(Job {
+                Command::Accept(QueuedAcceptance {
                     row,
                     reply,
                     enqueued_at: Instant::now(),
@@ -552,7 +538,7 @@ mod tests {
         let mut batch = Vec::new();
         w.take(
             &mut batch,
-            Command::Accept(Job {
+            Command::Accept(QueuedAcceptance {
                 row: row("stale", "e_stale"),
                 reply,
                 enqueued_at: stale,
@@ -743,7 +729,7 @@ mod tests {
         let (reply, mut accepted) = oneshot::channel();
         let (command, mut done) = bump_command();
         let mut batch = vec![
-            Command::Accept(Job {
+            Command::Accept(QueuedAcceptance {
                 row: row("b", "e2"),
                 reply,
                 enqueued_at: Instant::now(),
@@ -770,7 +756,7 @@ mod tests {
         let (command, mut done) = bump_command();
         let mut batch = vec![
             command,
-            Command::Accept(Job {
+            Command::Accept(QueuedAcceptance {
                 row: row("c", "e3"),
                 reply,
                 enqueued_at: Instant::now(),
