@@ -1,9 +1,10 @@
 //! The single writer thread and group commit.
 //!
-//! One `std::thread` owns the only write connection. Callers hand it [`QueuedAcceptance`]s over a bounded
-//! channel (see `SqliteStore::accept`). The loop blocks for the first job, then drains
-//! whatever else is already queued, up to `max_batch` (no timer: batches grow naturally with
-//! load, and a lone request is committed at once), and runs them in ONE transaction:
+//! One `std::thread` owns the only write connection. Callers hand it [`QueuedAcceptance`]s
+//! over a bounded channel (see `SqliteStore::accept`). The loop blocks for the first job,
+//! then drains whatever else is already queued, up to `max_batch` (no timer: batches grow
+//! naturally with load, and a lone request is committed at once), and runs them in ONE
+//! transaction:
 //!
 //! ```text
 //! BEGIN IMMEDIATE
