@@ -68,8 +68,7 @@ impl Gateway {
             Some(t) => Some(ingress::tls_acceptor(&t.cert, &t.key)?),
             None => None,
         };
-        let listener = TcpListener::bind(config.server.listen)
-            .await
+        let listener = ingress::bind(config.server.listen, config.server.max_connections)
             .with_context(|| format!("server.listen: cannot bind {}", config.server.listen))?;
         let webhook_addr = listener.local_addr()?;
         let admin_listener = match config.admin_listen {

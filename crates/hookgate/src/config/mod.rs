@@ -331,7 +331,7 @@ fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config, ConfigErr
         listen,
         tls,
         trusted_proxies,
-        max_in_flight: positive(raw.server.max_in_flight, 256, "server.max_in_flight")?,
+        max_in_flight: positive(raw.server.max_in_flight, 128, "server.max_in_flight")?,
         max_connections: positive(raw.server.max_connections, 4096, "server.max_connections")?,
         per_client_rate: rate(raw.server.per_client_rate, "server.per_client_rate")?,
         max_header_count: positive(raw.server.max_header_count, 64, "server.max_header_count")?,

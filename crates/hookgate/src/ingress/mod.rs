@@ -41,6 +41,20 @@ fn http1_builder(server: &ServerConfig) -> hyper::server::conn::http1::Builder {
     builder
 }
 
+/// Binds the webhook listener with an accept queue as deep as `max_connections` (the kernel
+/// caps it at `net.core.somaxconn`). Tokio's default of 1,024 overflows when a few thousand
+/// clients connect at once, and every dropped SYN costs its client a one-second retransmit.
+pub fn bind(addr: std::net::SocketAddr, max_connections: usize) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(u32::try_from(max_connections).unwrap_or(u32::MAX).max(1024))
+}
+
 /// Runs the accept loop until `shutdown` flips, then drains.
 pub async fn serve(
     listener: TcpListener,

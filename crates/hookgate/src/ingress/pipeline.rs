@@ -86,12 +86,10 @@ where
         }
     }
     // Bounded work in progress keeps latency bounded when the CPU is saturated: beyond
-    // `max_in_flight`, answer at once (nothing read, nothing written) instead of slowing
+    // `max_in_flight`, answer at once (nothing verified, nothing written) instead of slowing
     // every request down.
     let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
-        return Answer::Overloaded {
-            retry_after_secs: RETRY_AFTER_OVERLOADED,
-        };
+        return shed(request, cfg.max_body_bytes, server.request_timeout).await;
     };
     if let Some(limiter) = &state.client_limiter {
         let client = client_address(conn.peer.ip(), request.headers(), &server.trusted_proxies);
@@ -102,9 +100,7 @@ where
     // Shed before reading and verifying the body while the commit queue already holds
     // `store.max_queue_wait_ms` of work: the CPU goes to requests that can be committed.
     if !state.store.admits() {
-        return Answer::Overloaded {
-            retry_after_secs: RETRY_AFTER_OVERLOADED,
-        };
+        return shed(request, cfg.max_body_bytes, server.request_timeout).await;
     }
 
     let adapter = cfg.provider.adapter();
@@ -251,6 +247,34 @@ where
         }
     }
 }
+
+/// The most of a shed request's body that is read (and dropped) to keep its connection.
+const SHED_DRAIN_LIMIT: u64 = 64 * 1024;
+
+/// The 503 for a request shed under overload. A small declared body is read and dropped
+/// first (neither verified nor kept): a response sent with the body unread makes hyper close
+/// the connection, and under overload the clients' reconnects then cost more than the bytes
+/// (handshakes, an overflowing accept queue, SYN retries of a second). A larger, undeclared
+/// or slow body (or one over the endpoint's `max_body_bytes`) is not waited for; the
+/// connection closes as before.
+async fn shed<B>(request: Request<B>, max_body_bytes: usize, timeout: std::time::Duration) -> Answer
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    if let Ok(Some(len)) = declared_length(request.headers())
+        && len <= SHED_DRAIN_LIMIT.min(max_body_bytes as u64)
+    {
+        let limit = usize::try_from(len).unwrap_or(0);
+        let drain = read_bounded(request.into_body(), limit);
+        let _ = tokio::time::timeout(timeout.min(SHED_DRAIN_TIMEOUT), drain).await;
+    }
+    Answer::Overloaded {
+        retry_after_secs: RETRY_AFTER_OVERLOADED,
+    }
+}
+
+/// How long a shed request's small body is waited for.
+const SHED_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Header count and size limits (hyper also bounds the whole head).
 fn check_header_bounds(

@@ -79,6 +79,7 @@ fn request(id: &str, secret: &str) -> Vec<u8> {
 }
 
 /// Sends and returns `None` when the connection died without an answer.
+#[cfg(feature = "failpoints")]
 fn try_send(addr: std::net::SocketAddr, bytes: &[u8]) -> Option<RawResponse> {
     std::panic::catch_unwind(|| send_raw(addr, bytes)).ok()
 }

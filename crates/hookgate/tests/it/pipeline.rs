@@ -465,6 +465,100 @@ async fn global_in_flight_cap() {
     g.stop().await;
 }
 
+/// Reads one response (head and Content-Length body) from a kept-alive connection.
+fn read_one_response(s: &mut std::net::TcpStream) -> RawResponse {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "connection closed before a response"
+        );
+        buf.push(byte[0]);
+    }
+    let head = parse_response(&buf);
+    let len: usize = head.header("content-length").unwrap().parse().unwrap();
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).unwrap();
+    buf.extend_from_slice(&body);
+    parse_response(&buf)
+}
+
+/// A request shed with 503 keeps its connection: its body (here larger than hyper's first
+/// read) is read and dropped instead of making hyper close the socket, so the client's next
+/// request goes out on the same connection rather than paying a new handshake.
+#[tokio::test]
+async fn shed_request_keeps_its_connection() {
+    use std::io::Write;
+    let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 1", NOW).await;
+    let body = sw_body("invoice.paid");
+    let headers = signed_headers("standard_webhooks", SW_SECRET, "msg_slow", NOW, &body);
+    let mut head = build_request("POST", "/webhooks/sw", &headers, &body);
+    head.truncate(head.len() - body.len() / 2);
+    let addr = g.addr;
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(&head).unwrap();
+        let _ = held_rx.recv();
+        drop(s);
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+
+    let keep_alive = |bytes: Vec<u8>| {
+        let text = String::from_utf8(bytes).unwrap();
+        text.replacen("Connection: close", "Connection: keep-alive", 1)
+            .into_bytes()
+    };
+    let big = vec![b'x'; 40_000];
+    let shed = keep_alive(build_request(
+        "POST",
+        "/webhooks/stripe",
+        &[("Content-Type".into(), "application/json".into())],
+        &big,
+    ));
+    let after_body = sw_body("invoice.paid");
+    let after_headers = signed_headers(
+        "standard_webhooks",
+        SW_SECRET,
+        "msg_same_conn",
+        NOW,
+        &after_body,
+    );
+    let after = keep_alive(build_request(
+        "POST",
+        "/webhooks/sw",
+        &after_headers,
+        &after_body,
+    ));
+    let (first, second) = tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        s.write_all(&shed).unwrap();
+        let first = read_one_response(&mut s);
+        // Free the only slot, then reuse the same socket.
+        held_tx.send(()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        s.write_all(&after).unwrap();
+        let second = read_one_response(&mut s);
+        (first, second)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (first.status, first.json()["error"].as_str()),
+        (503, Some("overloaded"))
+    );
+    assert_ne!(first.header("connection"), Some("close"));
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.json()["status"], "accepted");
+    holder.join().unwrap();
+    g.stop().await;
+}
+
 /// A stalled store (another connection holds SQLite's write lock): requests that would wait
 /// past `max_queue_wait_ms` are answered 503 `overloaded` with `Retry-After` and never stored,
 /// every 200 is stored, and once the stall ends the gateway accepts again.

@@ -242,8 +242,10 @@ fn full_config(
     fake: Option<&FakeStripe>,
     endpoints: &str,
 ) -> String {
+    // Up to 200 concurrent copies are sent at once here: no in-flight shedding (pipeline.rs
+    // tests that).
     format!(
-        "[server]\nlisten = \"{listen}\"\n\
+        "[server]\nlisten = \"{listen}\"\nmax_in_flight = 1024\n\
          [store]\nurl = {}\n\
          [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
          [log]\nformat = \"json\"\nlevel = \"info\"\n\
