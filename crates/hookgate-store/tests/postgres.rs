@@ -78,6 +78,71 @@ async fn sql(url: &str) -> tokio_postgres::Client {
     client
 }
 
+/// The store's connections plan every execution with the table's current size. With
+/// PostgreSQL's default, a statement run five times on a new inbox keeps a generic plan costed
+/// for an empty table — the duplicate lookup as a hash join over a sequential scan of the whole
+/// inbox, the completion fence as a scan of every waiting row — while the table grows, until an
+/// ANALYZE (autovacuum may be off, or minutes away).
+#[tokio::test]
+async fn plans_follow_the_inbox_as_it_grows() {
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    store.close().await;
+    let config = PostgresStore::client_config(db.url(), &PostgresOptions::default()).unwrap();
+    let (client, conn) = config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "PREPARE dup(text[], text[], text[]) AS \
+             SELECT i.inbox_id FROM inbox i \
+             JOIN unnest($1, $2, $3) AS k(provider, endpoint_id, provider_event_id) \
+               ON i.provider = k.provider AND i.endpoint_id = k.endpoint_id \
+              AND i.provider_event_id = k.provider_event_id; \
+             PREPARE fence(text) AS SELECT provider FROM inbox \
+             WHERE inbox_id = $1 AND status = 'RECEIVED' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    let dup = "EXECUTE dup('{stripe,stripe}', '{ep,ep}', '{evt_1,evt_2}')";
+    let fence = "EXECUTE fence('row_1')";
+    for _ in 0..10 {
+        client.batch_execute(dup).await.unwrap();
+        client.batch_execute(fence).await.unwrap();
+    }
+    client
+        .batch_execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at, \
+                 payload_key_version, payload_digest, matched_secret_version, status, \
+                 next_attempt_at) \
+             SELECT 'row_' || n, 'stripe', 'ep', 'evt_' || n, n, 1, '\\x00', 'v1', 'RECEIVED', n \
+             FROM generate_series(1, 20000) AS n",
+        )
+        .await
+        .unwrap();
+    for (statement, name) in [(dup, "duplicate lookup"), (fence, "completion fence")] {
+        let plan: Vec<String> = client
+            .simple_query(&format!("EXPLAIN {statement}"))
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+                _ => None,
+            })
+            .collect();
+        let plan = plan.join("\n");
+        assert!(
+            plan.contains("inbox_event_key") || plan.contains("inbox_pkey"),
+            "{name} on 20,000 rows must use the unique index:\n{plan}"
+        );
+        assert!(!plan.contains("Seq Scan on inbox"), "{name}:\n{plan}");
+    }
+    drop(client);
+    drop(db);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_300_copies_one_row_one_accepted() {
     let db = hookgate_testkit::postgres().await;

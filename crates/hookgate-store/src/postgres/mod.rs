@@ -95,18 +95,54 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
+    /// The settings of every pooled connection: `url` (without its `?schema=`), the connect
+    /// timeout, and the server options (`statement_timeout`, custom plans, and `search_path`
+    /// from `options.schema`, else the URL's `?schema=`). Public so that tools and tests can
+    /// open a connection that behaves like the store's.
+    pub fn client_config(
+        url: &str,
+        options: &PostgresOptions,
+    ) -> Result<tokio_postgres::Config, StoreError> {
+        let (url, url_schema) = split_schema(url);
+        let schema = options.schema.clone().or(url_schema);
+        if let Some(schema) = &schema {
+            validate_schema(schema)?;
+        }
+        let mut config = tokio_postgres::Config::from_str(&url)
+            .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?;
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("hookgate");
+        }
+        // Custom plans only: a generic plan is cached per connection after five executions,
+        // costed with the statistics of that moment — on a new (or not yet analysed) inbox,
+        // a hash join over a sequential scan for the duplicate lookup, and a scan of every
+        // waiting row for the completion fence, kept while the table grows. A custom plan
+        // sees the table's current size; planning these short statements costs less.
+        let mut server_options = format!(
+            "-c statement_timeout={} -c plan_cache_mode=force_custom_plan",
+            options.statement_timeout.as_millis().max(1)
+        );
+        if let Some(schema) = &schema {
+            server_options.push_str(&format!(" -c search_path={schema}"));
+        }
+        if let Some(existing) = config.get_options() {
+            server_options = format!("{existing} {server_options}");
+        }
+        config.options(server_options);
+
+        Ok(config)
+    }
+
     /// Connects, applies pending migrations (safely when several instances start at once),
     /// and starts the batch workers. An unreachable database is `Unavailable`, quickly.
     pub async fn connect(
         url: &str,
         mut options: PostgresOptions,
     ) -> Result<PostgresStore, StoreError> {
-        let (url, url_schema) = split_schema(url);
+        let config = Self::client_config(url, &options)?;
         if options.schema.is_none() {
-            options.schema = url_schema;
-        }
-        if let Some(schema) = &options.schema {
-            validate_schema(schema)?;
+            options.schema = split_schema(url).1;
         }
         if options.pool_size == 0 {
             return Err(StoreError::Config("pool_size must be at least 1".into()));
@@ -116,23 +152,6 @@ impl PostgresStore {
                 "max_batch and queue_capacity must be at least 1".into(),
             ));
         }
-        let mut config = tokio_postgres::Config::from_str(&url)
-            .map_err(|e| StoreError::Config(format!("invalid PostgreSQL URL: {e}")))?;
-        config.connect_timeout(options.connect_timeout);
-        if config.get_application_name().is_none() {
-            config.application_name("hookgate");
-        }
-        let mut server_options = format!(
-            "-c statement_timeout={}",
-            options.statement_timeout.as_millis().max(1)
-        );
-        if let Some(schema) = &options.schema {
-            server_options.push_str(&format!(" -c search_path={schema}"));
-        }
-        if let Some(existing) = config.get_options() {
-            server_options = format!("{existing} {server_options}");
-        }
-        config.options(server_options);
 
         let manager = Manager::from_config(
             config,
