@@ -24,6 +24,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         4,
         include_str!("../../migrations/postgres/0004_due_at_acceptance.sql"),
     ),
+    (
+        5,
+        include_str!("../../migrations/postgres/0005_hot_lease.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).
