@@ -223,6 +223,23 @@ pub trait Store: OutboxStore + Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<InboxRecord>, StoreError>;
 
+    /// [`Store::lease_due`] without reading the sealed payloads (`payload` is `None` in every
+    /// returned record): for workers whose endpoints have no handlers, which never open it —
+    /// on PostgreSQL that saves reading each ~10 KiB payload back out of TOAST.
+    async fn lease_due_without_payload(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let mut leased = self.lease_due(owner, now_ms, lease_ms, limit).await?;
+        for record in &mut leased {
+            record.payload = None;
+        }
+        Ok(leased)
+    }
+
     /// Commits the outcome of one leased row in ONE transaction, fenced on the lease
     /// (`lease_owner = owner AND lease_until > now_ms`, else [`ProcessingError::LeaseLost`]
     /// and nothing is written): the version gate on `object_state` (when the row has an object
@@ -231,6 +248,18 @@ pub trait Store: OutboxStore + Send + Sync + 'static {
     /// new, its business changes; one `PENDING` outbox row per destination; and
     /// `PROCESSED`/`applied`. Returns the outcome.
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError>;
+
+    /// Commits the outcomes of rows leased together, each exactly as [`Store::complete`]
+    /// would (its own fence, gate and effects); one result per row, in order, and a row whose
+    /// lease was lost does not hold back the others. The default runs the completions
+    /// concurrently, so a group-committing backend (SQLite) commits them together; PostgreSQL
+    /// runs them in one transaction.
+    async fn complete_all(
+        &self,
+        results: Vec<ProcessingResult>,
+    ) -> Vec<Result<Outcome, ProcessingError>> {
+        futures_util::future::join_all(results.into_iter().map(|r| self.complete(r))).await
+    }
 
     /// Records a failed attempt, fenced like [`Store::complete`]: back to `RECEIVED` due at
     /// `retry_at_ms`, or `FAILED` when it is `None`; `last_error` bounded; lease released.

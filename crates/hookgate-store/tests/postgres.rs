@@ -512,6 +512,63 @@ async fn schema_matches_design() {
     store.close().await;
 }
 
+/// Completions run together in one transaction; when the database refuses one row's
+/// statement, each row is completed on its own, so only that row fails.
+#[tokio::test]
+async fn a_refused_row_does_not_fail_the_rows_completed_with_it() {
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let accepted = store
+            .accept(row("stripe", "ep", &format!("evt_{i}")))
+            .await
+            .unwrap();
+        ids.push(accepted.inbox_id().to_owned());
+    }
+    let now = conformance::now_ms() + 1_000;
+    assert_eq!(
+        store.lease_due("w", now, 30_000, 10).await.unwrap().len(),
+        3
+    );
+    let results: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| hookgate_store::ProcessingResult {
+            inbox_id: id.clone(),
+            owner: "w".into(),
+            now_ms: now + 1,
+            handlers: Vec::new(),
+            // PostgreSQL text cannot hold a NUL byte: the middle row's outbox insert is refused.
+            destinations: vec![if i == 1 {
+                "bad\0dest".into()
+            } else {
+                "ok".into()
+            }],
+        })
+        .collect();
+    let outcomes = store.complete_all(results).await;
+    assert_eq!(
+        outcomes[0].as_ref().unwrap(),
+        &hookgate_core::Outcome::Applied
+    );
+    assert!(outcomes[1].is_err(), "{:?}", outcomes[1]);
+    assert_eq!(
+        outcomes[2].as_ref().unwrap(),
+        &hookgate_core::Outcome::Applied
+    );
+    for (i, id) in ids.iter().enumerate() {
+        let rec = store.get_event(id).await.unwrap().unwrap();
+        let expected = if i == 1 {
+            hookgate_core::InboxStatus::Received
+        } else {
+            hookgate_core::InboxStatus::Processed
+        };
+        assert_eq!(rec.status, expected, "row {i}");
+    }
+    store.close().await;
+    drop(db);
+}
+
 /// A lease writes no indexed column, and the inbox keeps room on its pages, so PostgreSQL
 /// updates a leased row in place (HOT) instead of adding a row version to every index.
 #[tokio::test]

@@ -402,19 +402,42 @@ impl Store for PostgresStore {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<InboxRecord>, StoreError> {
-        processing::lease_due(
-            &self.pool,
-            self.options.request_timeout,
+        let lease = processing::Lease {
             owner,
             now_ms,
             lease_ms,
             limit,
-        )
-        .await
+            with_payload: true,
+        };
+        processing::lease_due(&self.pool, self.options.request_timeout, lease).await
+    }
+
+    async fn lease_due_without_payload(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let lease = processing::Lease {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: false,
+        };
+        processing::lease_due(&self.pool, self.options.request_timeout, lease).await
     }
 
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
         processing::complete(&self.pool, self.options.request_timeout, &result).await
+    }
+
+    async fn complete_all(
+        &self,
+        results: Vec<ProcessingResult>,
+    ) -> Vec<Result<Outcome, ProcessingError>> {
+        processing::complete_all(&self.pool, self.options.request_timeout, &results).await
     }
 
     async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError> {

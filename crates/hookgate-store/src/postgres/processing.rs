@@ -12,6 +12,7 @@ use std::time::Duration;
 use deadpool_postgres::{Pool, Transaction};
 use hookgate_core::Outcome;
 
+use super::error::Failure;
 use super::read::{COLUMNS, record};
 use super::tx::{Failed, RetryableWrite, with_transaction};
 use crate::lease::LeasedTable;
@@ -20,24 +21,35 @@ use crate::processing::{
 };
 use crate::{InboxRecord, StoreError};
 
-/// `i.col, i.col, ...` for statements joining the inbox with something else.
-fn prefixed_columns() -> String {
+/// `i.col, i.col, ...` for statements joining the inbox with something else; without the
+/// payload, `NULL` in its place (never read out of TOAST).
+fn prefixed_columns(with_payload: bool) -> String {
     COLUMNS
         .split(',')
-        .map(|c| format!("i.{}", c.trim()))
+        .map(|c| match c.trim() {
+            "payload" if !with_payload => "NULL::bytea".to_owned(),
+            c => format!("i.{c}"),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
+/// What to lease: up to `limit` due rows for `owner`, until `now_ms + lease_ms`.
+pub(super) struct Lease<'r> {
+    pub(super) owner: &'r str,
+    pub(super) now_ms: i64,
+    pub(super) lease_ms: i64,
+    pub(super) limit: u32,
+    /// Whether the records carry their sealed payloads.
+    pub(super) with_payload: bool,
+}
+
 /// One processing write, run by [`with_transaction`].
 enum Op<'r> {
-    Lease {
-        owner: &'r str,
-        now_ms: i64,
-        lease_until: i64,
-        limit: i64,
-    },
+    Lease(&'r Lease<'r>),
     Complete(&'r ProcessingResult),
+    /// Several completions in one transaction; a lost lease is `None` for its row only.
+    CompleteAll(&'r [ProcessingResult]),
     Fail(&'r FailedAttempt),
     Retry {
         inbox_id: &'r str,
@@ -48,6 +60,7 @@ enum Op<'r> {
 enum Done {
     Rows(Vec<tokio_postgres::Row>),
     Outcome(Outcome),
+    Outcomes(Vec<Option<Outcome>>),
     Unit,
     Flag(bool),
 }
@@ -58,13 +71,21 @@ impl RetryableWrite for Op<'_> {
 
     async fn run(&self, tx: &Transaction<'_>) -> Result<Done, Failed> {
         Ok(match self {
-            Op::Lease {
-                owner,
-                now_ms,
-                lease_until,
-                limit,
-            } => Done::Rows(lease_in(tx, owner, *now_ms, *lease_until, *limit).await?),
+            Op::Lease(lease) => Done::Rows(lease_in(tx, lease).await?),
             Op::Complete(r) => Done::Outcome(complete_in(tx, r).await?),
+            Op::CompleteAll(rs) => {
+                let mut outcomes = Vec::with_capacity(rs.len());
+                for r in rs.iter() {
+                    // The fence is the first statement: a lost lease wrote nothing, and the
+                    // transaction goes on for the other rows.
+                    match complete_in(tx, r).await {
+                        Ok(outcome) => outcomes.push(Some(outcome)),
+                        Err(Failed::LeaseLost) => outcomes.push(None),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Done::Outcomes(outcomes)
+            }
             Op::Fail(a) => {
                 fail_in(tx, a).await?;
                 Done::Unit
@@ -81,18 +102,9 @@ fn unexpected() -> StoreError {
 pub(super) async fn lease_due(
     pool: &Pool,
     timeout: Duration,
-    owner: &str,
-    now_ms: i64,
-    lease_ms: i64,
-    limit: u32,
+    lease: Lease<'_>,
 ) -> Result<Vec<InboxRecord>, StoreError> {
-    let op = Op::Lease {
-        owner,
-        now_ms,
-        lease_until: now_ms.saturating_add(lease_ms.max(1)),
-        limit: i64::from(limit),
-    };
-    match with_transaction(pool, timeout, &op)
+    match with_transaction(pool, timeout, &Op::Lease(&lease))
         .await
         .map_err(Failed::into_store_error)?
     {
@@ -103,11 +115,10 @@ pub(super) async fn lease_due(
 
 async fn lease_in(
     tx: &Transaction<'_>,
-    owner: &str,
-    now_ms: i64,
-    lease_until: i64,
-    limit: i64,
+    lease: &Lease<'_>,
 ) -> Result<Vec<tokio_postgres::Row>, Failed> {
+    let lease_until = lease.now_ms.saturating_add(lease.lease_ms.max(1));
+    let limit = i64::from(lease.limit);
     let sql = format!(
         "WITH due AS ( \
              SELECT inbox_id FROM inbox \
@@ -121,11 +132,11 @@ async fn lease_in(
              attempt_count = i.attempt_count + 1 \
          FROM due WHERE i.inbox_id = due.inbox_id \
          RETURNING {}",
-        prefixed_columns()
+        prefixed_columns(lease.with_payload)
     );
     let stmt = tx.prepare_cached(&sql).await?;
     Ok(tx
-        .query(&stmt, &[&now_ms, &owner, &lease_until, &limit])
+        .query(&stmt, &[&lease.now_ms, &lease.owner, &lease_until, &limit])
         .await?)
 }
 
@@ -142,6 +153,40 @@ pub(super) async fn complete(
         _ => Err(unexpected().into()),
     }
 }
+/// [`complete`] for several rows in one transaction (one commit, one WAL flush). If the
+/// database refuses a statement, each row is completed on its own so that only the bad one
+/// fails; any other failure is every row's.
+pub(super) async fn complete_all(
+    pool: &Pool,
+    timeout: Duration,
+    results: &[ProcessingResult],
+) -> Vec<Result<Outcome, ProcessingError>> {
+    if results.len() == 1 {
+        return vec![complete(pool, timeout, &results[0]).await];
+    }
+    match with_transaction(pool, timeout, &Op::CompleteAll(results)).await {
+        Ok(Done::Outcomes(outcomes)) => outcomes
+            .into_iter()
+            .map(|o| o.ok_or(ProcessingError::LeaseLost))
+            .collect(),
+        Ok(_) => results.iter().map(|_| Err(unexpected().into())).collect(),
+        Err(Failed::Db(Failure::Rejected(_))) => {
+            let mut out = Vec::with_capacity(results.len());
+            for r in results {
+                out.push(complete(pool, timeout, r).await);
+            }
+            out
+        }
+        Err(e) => {
+            let message = e.into_processing_error().to_string();
+            results
+                .iter()
+                .map(|_| Err(StoreError::Unavailable(message.clone()).into()))
+                .collect()
+        }
+    }
+}
+
 async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Failed> {
     let fence = tx
         .prepare_cached(

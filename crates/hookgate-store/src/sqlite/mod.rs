@@ -325,7 +325,19 @@ impl Store for SqliteStore {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease_due_impl(owner, now_ms, lease_ms, limit).await
+        self.lease_due_impl(owner, now_ms, lease_ms, limit, true)
+            .await
+    }
+
+    async fn lease_due_without_payload(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease_due_impl(owner, now_ms, lease_ms, limit, false)
+            .await
     }
 
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::SqliteStore;
 use super::command::{Failed, fail_leased};
-use super::read::{RETURNING_COLUMNS, record};
+use super::read::{RETURNING_COLUMNS, RETURNING_COLUMNS_WITHOUT_PAYLOAD, record};
 use crate::lease::LeasedTable;
 use crate::processing::{
     BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
@@ -26,8 +26,14 @@ impl SqliteStore {
         now_ms: i64,
         lease_ms: i64,
         limit: u32,
+        with_payload: bool,
     ) -> Result<Vec<InboxRecord>, StoreError> {
         let owner = owner.to_owned();
+        let columns = if with_payload {
+            RETURNING_COLUMNS
+        } else {
+            RETURNING_COLUMNS_WITHOUT_PAYLOAD
+        };
         let lease_until = now_ms.saturating_add(lease_ms.max(1));
         self.write(move |tx| {
             let sql = format!(
@@ -39,7 +45,7 @@ impl SqliteStore {
                            AND (next_attempt_at IS NULL OR next_attempt_at <= ?3) \
                            AND (lease_until IS NULL OR lease_until <= ?3) \
                          ORDER BY next_attempt_at LIMIT ?4) \
-                     RETURNING {RETURNING_COLUMNS}"
+                     RETURNING {columns}"
             );
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt

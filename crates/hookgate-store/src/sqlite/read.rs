@@ -125,6 +125,9 @@ pub(super) const RETURNING_COLUMNS: &str = inbox_columns!(
     "(SELECT payload FROM inbox_payload WHERE inbox_payload.inbox_id = inbox.inbox_id)"
 );
 
+/// [`RETURNING_COLUMNS`] with a NULL payload, for leases that do not need it.
+pub(super) const RETURNING_COLUMNS_WITHOUT_PAYLOAD: &str = inbox_columns!("NULL");
+
 pub(super) fn record(r: &Row<'_>) -> rusqlite::Result<InboxRecord> {
     let status: String = r.get(13)?;
     let status = status

@@ -51,6 +51,8 @@ macro_rules! conformance_tests {
             lease_claims_due_rows_once,
             concurrent_leases_never_share_a_row,
             expired_lease_is_taken_over_and_old_holder_is_fenced,
+            completing_rows_together_fences_each_row,
+            lease_without_payload_leaves_it_stored,
             version_gate_converges_for_every_order,
             unversioned_events_skip_the_gate_and_newest_fetch_wins,
             failed_attempts_back_off_fail_and_retry,

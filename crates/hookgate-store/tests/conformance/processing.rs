@@ -220,6 +220,92 @@ pub async fn expired_lease_is_taken_over_and_old_holder_is_fenced(store: Arc<dyn
     store.close().await;
 }
 
+/// A lease without payloads leases exactly as `lease_due` does but leaves every record's
+/// payload out; the stored payload is untouched.
+pub async fn lease_without_payload_leaves_it_stored(store: Arc<dyn Store>) {
+    let mut r = row("ep-nopay", "evt_1");
+    r.payload = vec![7u8; 20_000];
+    let id = accept_one(&store, r).await;
+    let t = later();
+    let leased = store
+        .lease_due_without_payload("w", t, 30_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+    assert_eq!(leased[0].inbox_id, id);
+    assert_eq!(leased[0].attempt_count, 1);
+    assert!(leased[0].payload.is_none());
+    assert!(
+        store
+            .lease_due("other", t, 30_000, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "leased like any lease"
+    );
+    assert_eq!(
+        store.complete(result(&id, "w", t + 1)).await.unwrap(),
+        Outcome::Applied
+    );
+    let stored = store.get_event(&id).await.unwrap().unwrap();
+    assert_eq!(stored.payload.as_deref(), Some(&[7u8; 20_000][..]));
+    store.close().await;
+}
+
+/// Rows leased together are completed together: each as `complete` would (gate, outbox
+/// rows, PROCESSED), one result per row in order, and a row whose lease was lost neither
+/// fails the others nor is written.
+pub async fn completing_rows_together_fences_each_row(store: Arc<dyn Store>) {
+    let ids = [
+        accept_one(&store, versioned("ep-all", "evt_a", "obj_a", 2)).await,
+        accept_one(&store, versioned("ep-all", "evt_b", "obj_b", 1)).await,
+        accept_one(&store, versioned("ep-all", "evt_c", "obj_a", 1)).await,
+    ];
+    let t = later();
+    let leased = store.lease_due("w", t, 30_000, 10).await.unwrap();
+    assert_eq!(leased.len(), 3);
+    let mut results: Vec<ProcessingResult> = ids.iter().map(|id| result(id, "w", t + 1)).collect();
+    for r in &mut results {
+        r.destinations = vec!["nats-main".into()];
+    }
+    // The second row's lease is not ours (another owner's claim, as after a takeover).
+    results[1].owner = "someone-else".into();
+    let outcomes = store.complete_all(results).await;
+    assert_eq!(outcomes.len(), 3);
+    assert_eq!(outcomes[0].as_ref().unwrap(), &Outcome::Applied);
+    assert!(matches!(outcomes[1], Err(ProcessingError::LeaseLost)));
+    // Older than the version the first row applied, in the same transaction.
+    assert_eq!(outcomes[2].as_ref().unwrap(), &Outcome::Stale);
+
+    let a = store.get_event(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(
+        (a.status, a.outcome),
+        (InboxStatus::Processed, Some(Outcome::Applied))
+    );
+    assert_eq!(
+        store.outbox_destinations(&ids[0]).await.unwrap(),
+        ["nats-main"]
+    );
+    let b = store.get_event(&ids[1]).await.unwrap().unwrap();
+    assert_eq!((b.status, b.outcome), (InboxStatus::Received, None));
+    assert!(store.outbox_destinations(&ids[1]).await.unwrap().is_empty());
+    let c = store.get_event(&ids[2]).await.unwrap().unwrap();
+    assert_eq!(
+        (c.status, c.outcome),
+        (InboxStatus::Processed, Some(Outcome::Stale))
+    );
+    assert!(store.outbox_destinations(&ids[2]).await.unwrap().is_empty());
+    assert_eq!(
+        store
+            .object_version("stripe", "ep-all", "obj_a")
+            .await
+            .unwrap(),
+        Some(2)
+    );
+    assert!(store.complete_all(Vec::new()).await.is_empty());
+    store.close().await;
+}
+
 /// All 120 orders of versions 1..=5 of an object (one object per order, processed
 /// concurrently across objects): each object ends at version 5, every event PROCESSED, an
 /// event `applied` exactly when it was newer than all before it, and a stale event writes no

@@ -67,42 +67,70 @@ impl Processor {
         Ok(Processor { state, http })
     }
 
-    /// Leases up to `limit` due rows for `owner` and processes them one after another;
-    /// returns what became of each (empty: nothing was due). Never sleeps.
+    /// Leases up to `limit` due rows for `owner`, runs their handlers one after another, then
+    /// commits every outcome with one store call; returns what became of each, in lease order
+    /// (empty: nothing was due). Never sleeps.
     pub async fn run_once(&self, owner: &str, limit: u32) -> Result<Vec<Processed>, StoreError> {
         let runtime = self.state.runtime.load_full();
         let lease_ms = i64::try_from(runtime.config.worker.lease.as_millis()).unwrap_or(i64::MAX);
         let now = self.state.clock.now_ms();
-        let leased = self
-            .state
-            .store
-            .lease_due(owner, now, lease_ms, limit)
-            .await?;
-        let mut out = Vec::with_capacity(leased.len());
+        // Decided on the same runtime snapshot that processes the rows: without handlers
+        // nothing opens a payload, so none is read.
+        let store = &self.state.store;
+        let leased = if without_handlers(&runtime) {
+            store
+                .lease_due_without_payload(owner, now, lease_ms, limit)
+                .await?
+        } else {
+            store.lease_due(owner, now, lease_ms, limit).await?
+        };
+        let mut out: Vec<Option<Processed>> = Vec::with_capacity(leased.len());
+        let mut ready = Vec::new();
+        let mut ready_rows = Vec::new();
         for record in leased {
-            out.push(self.process(owner, &runtime, record).await);
+            match self.prepare(owner, &runtime, &record).await {
+                Ok(result) => {
+                    ready.push(result);
+                    ready_rows.push((out.len(), record));
+                    out.push(None);
+                }
+                Err(done) => out.push(Some(done)),
+            }
         }
-        Ok(out)
+        if !ready.is_empty() {
+            let committed = self.state.store.complete_all(ready).await;
+            for ((at, record), result) in ready_rows.into_iter().zip(committed) {
+                out[at] = Some(committed_outcome(&record, result));
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 
-    async fn process(&self, owner: &str, runtime: &Runtime, record: InboxRecord) -> Processed {
+    /// Runs the row's handlers and returns what to commit for it, or, when a handler (or the
+    /// payload) failed, how its failed attempt was recorded.
+    async fn prepare(
+        &self,
+        owner: &str,
+        runtime: &Runtime,
+        record: &InboxRecord,
+    ) -> Result<ProcessingResult, Processed> {
         hookgate_core::fail_point!("worker.after_lease");
         let Some(endpoint) = runtime.endpoints.get(&record.endpoint_id) else {
-            return self
+            return Err(self
                 .fail(
                     owner,
-                    &record,
+                    record,
                     None,
                     HandlerError::Permanent("endpoint is no longer configured".into()),
                 )
-                .await;
+                .await);
         };
         let cfg = &endpoint.config;
         let mut outputs = Vec::with_capacity(cfg.handlers.len());
         if !cfg.handlers.is_empty() {
-            let event = match self.open(runtime, &record) {
+            let event = match self.open(runtime, record) {
                 Ok(event) => event,
-                Err(e) => return self.fail(owner, &record, Some(&cfg.retry), e).await,
+                Err(e) => return Err(self.fail(owner, record, Some(&cfg.retry), e).await),
             };
             for kind in &cfg.handlers {
                 let result = match kind {
@@ -111,9 +139,9 @@ impl Processor {
                             let e = HandlerError::Permanent(
                                 "[providers.stripe] is not configured".into(),
                             );
-                            return self
-                                .fail_handler(owner, &record, &cfg.retry, kind.name(), e)
-                                .await;
+                            return Err(self
+                                .fail_handler(owner, record, &cfg.retry, kind.name(), e)
+                                .await);
                         };
                         let fetcher = StripeFetcher::new(self.http.clone(), stripe);
                         self.run_handler(&PaymentsProjection::new(Arc::new(fetcher)), &event)
@@ -123,38 +151,21 @@ impl Processor {
                 match result {
                     Ok(output) => outputs.push(output),
                     Err(e) => {
-                        return self
-                            .fail_handler(owner, &record, &cfg.retry, kind.name(), e)
-                            .await;
+                        return Err(self
+                            .fail_handler(owner, record, &cfg.retry, kind.name(), e)
+                            .await);
                     }
                 }
             }
         }
-        let result = ProcessingResult {
+        Ok(ProcessingResult {
             inbox_id: record.inbox_id.clone(),
             owner: owner.to_owned(),
             now_ms: self.state.clock.now_ms(),
             handlers: outputs,
             // One outbox row per destination of the endpoint (none when stale).
             destinations: cfg.destinations.clone(),
-        };
-        match self.state.store.complete(result).await {
-            Ok(outcome) => {
-                hookgate_core::fail_point!("worker.after_apply_commit");
-                tracing::debug!(inbox_id = %record.inbox_id, endpoint = %record.endpoint_id, %outcome, "event processed");
-                metrics::counter!("hookgate_events_processed_total", "outcome" => outcome.as_str())
-                    .increment(1);
-                Processed::Completed(outcome)
-            }
-            Err(ProcessingError::LeaseLost) => {
-                tracing::warn!(inbox_id = %record.inbox_id, "lease lost before commit; another worker owns the event");
-                Processed::LeaseLost
-            }
-            Err(ProcessingError::Store(e)) => {
-                tracing::warn!(inbox_id = %record.inbox_id, error = %e, "commit of processing failed; the event returns after its lease");
-                Processed::StoreFailed
-            }
-        }
+        })
     }
 
     /// Runs one handler: `prepare` (may do I/O), then `apply` (pure).
@@ -258,6 +269,30 @@ impl Processor {
     }
 }
 
+/// How one row's commit ended, logged and counted.
+fn committed_outcome(
+    record: &InboxRecord,
+    result: Result<hookgate_core::Outcome, ProcessingError>,
+) -> Processed {
+    match result {
+        Ok(outcome) => {
+            hookgate_core::fail_point!("worker.after_apply_commit");
+            tracing::debug!(inbox_id = %record.inbox_id, endpoint = %record.endpoint_id, %outcome, "event processed");
+            metrics::counter!("hookgate_events_processed_total", "outcome" => outcome.as_str())
+                .increment(1);
+            Processed::Completed(outcome)
+        }
+        Err(ProcessingError::LeaseLost) => {
+            tracing::warn!(inbox_id = %record.inbox_id, "lease lost before commit; another worker owns the event");
+            Processed::LeaseLost
+        }
+        Err(ProcessingError::Store(e)) => {
+            tracing::warn!(inbox_id = %record.inbox_id, error = %e, "commit of processing failed; the event returns after its lease");
+            Processed::StoreFailed
+        }
+    }
+}
+
 /// `concurrency` worker loops beside (or without) ingress.
 pub struct WorkerPool {
     tasks: StoppableTasks,
@@ -309,15 +344,19 @@ const LEASE_BATCH_WITHOUT_HANDLERS: u32 = 16;
 /// calls may each take up to their timeout — rows leased together are processed one after
 /// another, and a batch of slow calls would outlive its leases.
 pub fn lease_batch(runtime: &Runtime) -> u32 {
-    if runtime
-        .endpoints
-        .values()
-        .all(|e| e.config.handlers.is_empty())
-    {
+    if without_handlers(runtime) {
         LEASE_BATCH_WITHOUT_HANDLERS
     } else {
         1
     }
+}
+
+/// No endpoint has handlers: processing is database work only and never opens a payload.
+fn without_handlers(runtime: &Runtime) -> bool {
+    runtime
+        .endpoints
+        .values()
+        .all(|e| e.config.handlers.is_empty())
 }
 
 async fn worker_loop(
