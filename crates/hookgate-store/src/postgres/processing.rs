@@ -74,8 +74,13 @@ impl RetryableWrite for Op<'_> {
             Op::Lease(lease) => Done::Rows(lease_in(tx, lease).await?),
             Op::Complete(r) => Done::Outcome(complete_in(tx, r).await?),
             Op::CompleteAll(rs) => {
+                let settled = complete_plain_in(tx, rs).await?;
                 let mut outcomes = Vec::with_capacity(rs.len());
                 for r in rs.iter() {
+                    if settled.contains(r.inbox_id.as_str()) {
+                        outcomes.push(Some(Outcome::Applied));
+                        continue;
+                    }
                     // The fence is the first statement: a lost lease wrote nothing, and the
                     // transaction goes on for the other rows.
                     match complete_in(tx, r).await {
@@ -185,6 +190,44 @@ pub(super) async fn complete_all(
                 .collect()
         }
     }
+}
+
+/// The rows of `results` that need nothing but their status — no handler output, no
+/// destination, and (read from the row) no object version to gate — completed with one
+/// statement instead of a fence and an update each; returns their ids. The others (and rows
+/// whose lease was lost) are left for [`complete_in`], which the same fence guards.
+async fn complete_plain_in(
+    tx: &Transaction<'_>,
+    results: &[ProcessingResult],
+) -> Result<std::collections::HashSet<String>, Failed> {
+    let plain: Vec<&ProcessingResult> = results
+        .iter()
+        .filter(|r| r.handlers.is_empty() && r.destinations.is_empty())
+        .collect();
+    if plain.is_empty() {
+        return Ok(Default::default());
+    }
+    let ids: Vec<&str> = plain.iter().map(|r| r.inbox_id.as_str()).collect();
+    let owners: Vec<&str> = plain.iter().map(|r| r.owner.as_str()).collect();
+    let nows: Vec<i64> = plain.iter().map(|r| r.now_ms).collect();
+    let stmt = tx
+        .prepare_cached(
+            "UPDATE inbox AS i SET status = 'PROCESSED', outcome = 'applied', \
+                 processed_at = u.now_ms, next_attempt_at = NULL, lease_owner = NULL, \
+                 lease_until = NULL, last_error = NULL \
+             FROM unnest($1::text[], $2::text[], $3::int8[]) AS u(inbox_id, owner, now_ms) \
+             WHERE i.inbox_id = u.inbox_id AND i.status = 'RECEIVED' \
+               AND i.lease_owner = u.owner AND i.lease_until > u.now_ms \
+               AND (i.object_id IS NULL OR i.object_version IS NULL) \
+             RETURNING i.inbox_id",
+        )
+        .await?;
+    Ok(tx
+        .query(&stmt, &[&ids, &owners, &nows])
+        .await?
+        .iter()
+        .map(|row| row.get::<_, String>(0))
+        .collect())
 }
 
 async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Failed> {

@@ -303,6 +303,49 @@ pub async fn completing_rows_together_fences_each_row(store: Arc<dyn Store>) {
         Some(2)
     );
     assert!(store.complete_all(Vec::new()).await.is_empty());
+
+    // Rows that need nothing but their status (no handler, no destination, no version), beside
+    // a versioned one, in one call; one of them no longer ours.
+    let plain = [
+        accept_one(&store, row("ep-all", "evt_p1")).await,
+        accept_one(&store, row("ep-all", "evt_p2")).await,
+        accept_one(&store, versioned("ep-all", "evt_p3", "obj_a", 1)).await,
+        accept_one(&store, row("ep-all", "evt_p4")).await,
+    ];
+    let t2 = later() + 10;
+    assert_eq!(store.lease_due("w", t2, 30_000, 10).await.unwrap().len(), 4);
+    let mut results: Vec<ProcessingResult> =
+        plain.iter().map(|id| result(id, "w", t2 + 5)).collect();
+    results[1].owner = "someone-else".into();
+    let outcomes = store.complete_all(results).await;
+    assert_eq!(outcomes[0].as_ref().unwrap(), &Outcome::Applied);
+    assert!(matches!(outcomes[1], Err(ProcessingError::LeaseLost)));
+    assert_eq!(outcomes[2].as_ref().unwrap(), &Outcome::Stale, "gated");
+    assert_eq!(outcomes[3].as_ref().unwrap(), &Outcome::Applied);
+    for (i, id) in plain.iter().enumerate() {
+        let rec = store.get_event(id).await.unwrap().unwrap();
+        if i == 1 {
+            assert_eq!(
+                (rec.status, rec.processed_at_ms),
+                (InboxStatus::Received, None)
+            );
+        } else {
+            assert_eq!(rec.status, InboxStatus::Processed, "row {i}");
+            assert_eq!(rec.processed_at_ms, Some(t2 + 5), "row {i}");
+            assert_eq!(rec.attempt_count, 1, "row {i}");
+        }
+    }
+    // Completed rows are not leased again; the one whose lease was not ours still is leased
+    // (to its real holder, "w"), until that lease expires.
+    assert!(
+        store
+            .lease_due("x", t2 + 10, 30_000, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let back = store.lease_due("x", t2 + 31_000, 30_000, 10).await.unwrap();
+    assert_eq!(back.len(), 2, "the lost-lease row and evt_b's row");
     store.close().await;
 }
 
