@@ -295,8 +295,8 @@ print(f"Medians of {max(len(v) for v in runs.values())} runs of {any_run['durati
       "from the intended send time as the load generator saw it; \"gateway's own p99\" is the upper bound of "
       "the bucket holding the 99th percentile of the gateway's `hookgate_ack_latency_seconds` for the run "
       "(arrival to answer, without the load generator's share of the CPU).\n")
-print("| scenario | mode | ack/s | share of ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | gateway's own p99 ms | non-2xx | gateway CPU (cores) | gateway CPU µs/2xx | gateway RSS peak MiB | store verified |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+print("| scenario | mode | ack/s | share of ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | gateway's own p99 ms | non-2xx | gateway CPU (cores) | gateway CPU µs/2xx | gateway RSS peak MiB | waiting for processing at the end | store verified |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 for s in order:
     for m in ("closed", "open", "overload"):
         rs = runs.get((s, m))
@@ -311,10 +311,13 @@ for s in order:
         per_ack = statistics.median(per_ack) if per_ack else None
         bad = statistics.median([r["rejected_4xx"] + r["rate_limited"] + r["unavailable"] + r["errors"] + r["not_sent"] for r in rs])
         ver = "-" if s == "ceiling" else ("yes" if all(r.get("store_verified") for r in rs) else "**NO**")
+        waiting = [r["verification"]["waiting_for_processing"] for r in rs
+                   if (r.get("verification") or {}).get("waiting_for_processing") is not None]
+        waiting = f"{fmt(statistics.median(waiting), 0)} of {fmt(med([r['verification'] for r in rs if r.get('verification')], 'inbox_rows_added'), 0)}" if waiting else "-"
         print(f"| {names[s]} | {mode} | {fmt(rps)} | {share} | {fmt(med(rs,'p50_ms'),2)} | {fmt(med(rs,'p90_ms'),2)} | "
               f"{fmt(med(rs,'p99_ms'),2)} | {fmt(med(rs,'p999_ms'),2)} | {fmt(med(rs,'max_ms'),2)} | "
               f"{own(rs)} | {fmt(bad,0)} | "
-              f"{fmt(med(rs,'gateway_cpu_cores'),2)} | {fmt(per_ack,0)} | {fmt(med(rs,'gateway_rss_peak_mib'))} | {ver} |")
+              f"{fmt(med(rs,'gateway_cpu_cores'),2)} | {fmt(per_ack,0)} | {fmt(med(rs,'gateway_rss_peak_mib'))} | {waiting} | {ver} |")
 
 print("\nGroup commit on / off (closed-loop throughput, medians; measured side by side):\n")
 for label, on, off, target in (("SQLite", "sqlite", "sqlite-nogc", 5), ("PostgreSQL", "postgres", "postgres-nogc", 3)):

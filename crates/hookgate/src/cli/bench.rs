@@ -514,7 +514,7 @@ pub fn render(r: &Report) -> String {
         Some(v) => {
             let _ = writeln!(
                 out,
-                "store: acknowledged_events: {} stored_events: {} missing: {} accepted_twice: {} inconsistent_ids: {} unknown_stored: {} stored_unacknowledged: {} inbox_rows_added: {}",
+                "store: acknowledged_events: {} stored_events: {} missing: {} accepted_twice: {} inconsistent_ids: {} unknown_stored: {} stored_unacknowledged: {} inbox_rows_added: {} waiting_for_processing: {}",
                 v.acknowledged_events,
                 v.stored_events,
                 v.missing,
@@ -522,7 +522,8 @@ pub fn render(r: &Report) -> String {
                 v.inconsistent_ids,
                 v.unknown_stored,
                 v.stored_unacknowledged,
-                v.inbox_rows_added
+                v.inbox_rows_added,
+                v.waiting_for_processing
             );
             for p in &v.problems {
                 let _ = writeln!(out, "store problem: {p}");

@@ -62,6 +62,12 @@ async fn bench_smoke_run_verifies_the_store() {
     let v = &report["verification"];
     assert_eq!(v["missing"], 0, "{report:#}");
     assert_eq!(v["accepted_twice"], 0, "{report:#}");
+    // No workers run here, so every row the run added still waits for processing.
+    assert!(v["inbox_rows_added"].as_u64().unwrap() > 0, "{report:#}");
+    assert_eq!(
+        v["waiting_for_processing"], v["inbox_rows_added"],
+        "{report:#}"
+    );
     gw.stop().await;
 }
 

@@ -33,6 +33,9 @@ pub struct Verification {
     pub stored_unacknowledged: u64,
     /// Inbox rows added during the run, all endpoints (count after − count before).
     pub inbox_rows_added: u64,
+    /// Inbox rows still waiting for processing (`RECEIVED`, all endpoints) when the load
+    /// stopped: how far the workers were behind acceptance (0 when they kept up).
+    pub waiting_for_processing: u64,
     pub problems: Vec<String>,
 }
 
@@ -73,6 +76,7 @@ pub async fn verify(
     let rows_after = store.count_inbox().await?;
     let mut v = Verification {
         inbox_rows_added: rows_after.saturating_sub(rows_before),
+        waiting_for_processing: store.backlog().await?.received,
         ..Default::default()
     };
     let mut stored: HashMap<u32, ()> = HashMap::new();
