@@ -3,12 +3,14 @@
 //!
 //! For one leased row: decrypt the sealed payload with the runtime keyring (only when the
 //! endpoint has handlers), run every handler's `prepare` (network I/O allowed; no transaction,
-//! nothing inside the store's writer) and `apply` (pure), then ONE store call,
-//! [`Store::complete`], commits the version gate, the business changes, the markers, the
-//! outbox rows and `PROCESSED`, fenced on the lease. A transient handler failure schedules the
-//! next attempt with full-jitter backoff (per-endpoint `retry`); a schema or permanent
-//! failure, or exhausted attempts, is `FAILED`. `last_error` names the handler and the error
-//! kind only (never payload bytes or secrets) and is bounded.
+//! nothing inside the store's writer) and `apply` (pure). Then ONE store call for all the rows
+//! of the lease, [`Store::complete_all`], commits for each row the version gate, the business
+//! changes, the markers, the outbox rows and `PROCESSED`, each fenced on its own lease. A
+//! transient handler failure schedules the next attempt with full-jitter backoff
+//! (per-endpoint `retry`); a schema or permanent failure, or exhausted attempts, is `FAILED`.
+//! `last_error` names the handler and the error kind only (never payload bytes or secrets)
+//! and is bounded. A worker leases one row at a time while any endpoint has handlers, up to
+//! [`lease_batch`] rows when none has.
 //!
 //! Leases are not renewed: a row whose processing outlives `[worker] lease_seconds` returns to
 //! the inbox, another worker may take it, and the slow worker's commit is refused
