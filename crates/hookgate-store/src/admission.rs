@@ -10,14 +10,17 @@
 //!   new requests are answered 503 + `Retry-After` — by the ingress before it reads and
 //!   verifies the body (so shed requests cost almost nothing), and by the store's `accept`;
 //! - it opens again when a batch's oldest row waited less than a quarter of it, or when the
-//!   worker finds the queue empty (so a closed gate can never starve the queue for good);
+//!   worker finds the queue empty, and on its own `max_queue_wait` after it last closed: a
+//!   closed gate keeps new rows out, so without that a batch worker that closed it just
+//!   after another found the queue empty (PostgreSQL runs several) would leave it closed,
+//!   and every request shed, for good;
 //! - [`Admission::expired`] is the hard bound: a row that waited longer than
 //!   `max_queue_wait` anyway (a sudden stall) is answered `Overloaded` when the worker takes
 //!   it, without being written, so that 503 is truthful.
 //!
 //! Bursts are queued, not shed, as long as they drain within half of `max_queue_wait`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -38,6 +41,9 @@ pub(crate) struct QueuedAcceptance {
 pub(crate) struct Admission {
     max_wait: Duration,
     overloaded: AtomicBool,
+    /// When the gate last closed (or was confirmed closed), in ms since `origin`.
+    closed_at_ms: AtomicU64,
+    origin: Instant,
 }
 
 impl Admission {
@@ -46,12 +52,27 @@ impl Admission {
         Self {
             max_wait,
             overloaded: AtomicBool::new(false),
+            closed_at_ms: AtomicU64::new(0),
+            origin: Instant::now(),
         }
     }
 
     /// Whether new rows are admitted (cheap; checked before a body is read).
     pub(crate) fn is_open(&self) -> bool {
         !self.overloaded.load(Ordering::Relaxed)
+            || self
+                .now_ms()
+                .saturating_sub(self.closed_at_ms.load(Ordering::Relaxed))
+                > u64::try_from(self.max_wait.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn close(&self) {
+        self.closed_at_ms.store(self.now_ms(), Ordering::Relaxed);
+        self.overloaded.store(true, Ordering::Relaxed);
     }
 
     /// Whether a row enqueued at `enqueued_at` waited too long to be committed now.
@@ -91,7 +112,7 @@ impl Admission {
     pub(crate) fn batch_taken(&self, oldest: Instant) {
         let waited = oldest.elapsed();
         if waited > self.max_wait / 2 {
-            self.overloaded.store(true, Ordering::Relaxed);
+            self.close();
         } else if waited < self.max_wait / 4 {
             self.overloaded.store(false, Ordering::Relaxed);
         }
@@ -147,5 +168,18 @@ mod tests {
         let admission = Admission::new(Duration::from_millis(50));
         assert!(!admission.expired(Instant::now()));
         assert!(admission.expired(ago(60)));
+    }
+
+    #[test]
+    fn a_closed_gate_reopens_on_its_own_after_max_wait() {
+        let admission = Admission::new(Duration::from_millis(40));
+        admission.batch_taken(ago(30));
+        assert!(!admission.is_open());
+        // No batch is taken and nobody finds the queue empty: it reopens anyway.
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(admission.is_open());
+        // A batch that still waited too long closes it again, for another max_wait.
+        admission.batch_taken(ago(30));
+        assert!(!admission.is_open());
     }
 }

@@ -95,16 +95,16 @@ pub(super) async fn worker(
                     Err(_) => break,
                 }
             }
-            jobs
+            // Judged while the queue is still held: another worker finding it empty (and
+            // opening the gate) must come after this verdict, not before it.
+            admission.batch_taken(jobs[0].enqueued_at);
+            // Callers that gave up (deadline passed) were already answered 503; rows that
+            // waited longer than `max_queue_wait` are answered 503 now. Neither is written.
+            jobs.into_iter()
+                .filter(|job| !job.reply.is_closed())
+                .filter_map(|job| admission.keep_unless_expired(job))
+                .collect::<Vec<QueuedAcceptance>>()
         };
-        admission.batch_taken(jobs[0].enqueued_at);
-        // Callers that gave up (deadline passed) were already answered 503; rows that waited
-        // longer than `max_queue_wait` are answered 503 now. Neither is written.
-        let jobs: Vec<QueuedAcceptance> = jobs
-            .into_iter()
-            .filter(|job| !job.reply.is_closed())
-            .filter_map(|job| admission.keep_unless_expired(job))
-            .collect();
         if jobs.is_empty() {
             continue;
         }
