@@ -23,7 +23,8 @@ pub mod sqlite;
 
 pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
 pub use processing::{
-    BusinessChange, FailedAttempt, HandlerOutput, PaymentState, ProcessingError, ProcessingResult,
+    BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
+    ProcessingResult,
 };
 pub use sqlite::{CommitStats, SqliteStore};
 
@@ -215,17 +216,30 @@ pub trait Store: OutboxStore + Send + Sync + 'static {
     /// an expired one. Each gets `lease_owner = owner`, `lease_until = now_ms + lease_ms` and
     /// `attempt_count + 1`, committed before returning (PostgreSQL: `FOR UPDATE SKIP LOCKED`,
     /// so concurrent callers never get the same row; SQLite: a claim through the writer).
+    /// Without `with_payload` the sealed payloads are not read at all — for workers whose
+    /// endpoints have no handlers, which never open them; on PostgreSQL each is ~10 KiB read
+    /// back out of TOAST.
+    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// [`Store::lease`] with the payloads.
     async fn lease_due(
         &self,
         owner: &str,
         now_ms: i64,
         lease_ms: i64,
         limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError>;
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease(LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: true,
+        })
+        .await
+    }
 
-    /// [`Store::lease_due`] without reading the sealed payloads (`payload` is `None` in every
-    /// returned record): for workers whose endpoints have no handlers, which never open it —
-    /// on PostgreSQL that saves reading each ~10 KiB payload back out of TOAST.
+    /// [`Store::lease`] without the payloads (`payload` is `None` in every record).
     async fn lease_due_without_payload(
         &self,
         owner: &str,
@@ -233,11 +247,14 @@ pub trait Store: OutboxStore + Send + Sync + 'static {
         lease_ms: i64,
         limit: u32,
     ) -> Result<Vec<InboxRecord>, StoreError> {
-        let mut leased = self.lease_due(owner, now_ms, lease_ms, limit).await?;
-        for record in &mut leased {
-            record.payload = None;
-        }
-        Ok(leased)
+        self.lease(LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: false,
+        })
+        .await
     }
 
     /// Commits the outcome of one leased row in ONE transaction, fenced on the lease

@@ -77,6 +77,18 @@ impl FailedAttempt {
     }
 }
 
+/// What to lease (see [`crate::Store::lease`]): up to `limit` due rows for `owner`, until
+/// `now_ms + lease_ms`.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRequest<'a> {
+    pub owner: &'a str,
+    pub now_ms: i64,
+    pub lease_ms: i64,
+    pub limit: u32,
+    /// Whether the records carry their sealed payloads (`None` in every record otherwise).
+    pub with_payload: bool,
+}
+
 /// Why a fenced processing write did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessingError {

@@ -31,8 +31,8 @@ use self::error::{from_pg, from_pool};
 use crate::admission::Admission;
 use crate::admission::QueuedAcceptance;
 use crate::{
-    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
-    PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
+    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, LeaseRequest,
+    NewInboxRow, PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
 };
 use hookgate_core::Outcome;
 
@@ -397,38 +397,8 @@ impl Store for PostgresStore {
         self.pool.close();
     }
 
-    async fn lease_due(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        let lease = processing::Lease {
-            owner,
-            now_ms,
-            lease_ms,
-            limit,
-            with_payload: true,
-        };
-        processing::lease_due(&self.pool, self.options.request_timeout, lease).await
-    }
-
-    async fn lease_due_without_payload(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        let lease = processing::Lease {
-            owner,
-            now_ms,
-            lease_ms,
-            limit,
-            with_payload: false,
-        };
-        processing::lease_due(&self.pool, self.options.request_timeout, lease).await
+    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError> {
+        processing::lease_due(&self.pool, self.options.request_timeout, request).await
     }
 
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {

@@ -17,7 +17,7 @@ use super::read::{COLUMNS, record};
 use super::tx::{Failed, RetryableWrite, with_transaction};
 use crate::lease::LeasedTable;
 use crate::processing::{
-    BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
+    BusinessChange, FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
 };
 use crate::{InboxRecord, StoreError};
 
@@ -34,19 +34,9 @@ fn prefixed_columns(with_payload: bool) -> String {
         .join(", ")
 }
 
-/// What to lease: up to `limit` due rows for `owner`, until `now_ms + lease_ms`.
-pub(super) struct Lease<'r> {
-    pub(super) owner: &'r str,
-    pub(super) now_ms: i64,
-    pub(super) lease_ms: i64,
-    pub(super) limit: u32,
-    /// Whether the records carry their sealed payloads.
-    pub(super) with_payload: bool,
-}
-
 /// One processing write, run by [`with_transaction`].
 enum Op<'r> {
-    Lease(&'r Lease<'r>),
+    Lease(LeaseRequest<'r>),
     Complete(&'r ProcessingResult),
     /// Several completions in one transaction; a lost lease is `None` for its row only.
     CompleteAll(&'r [ProcessingResult]),
@@ -107,9 +97,9 @@ fn unexpected() -> StoreError {
 pub(super) async fn lease_due(
     pool: &Pool,
     timeout: Duration,
-    lease: Lease<'_>,
+    lease: LeaseRequest<'_>,
 ) -> Result<Vec<InboxRecord>, StoreError> {
-    match with_transaction(pool, timeout, &Op::Lease(&lease))
+    match with_transaction(pool, timeout, &Op::Lease(lease))
         .await
         .map_err(Failed::into_store_error)?
     {
@@ -120,7 +110,7 @@ pub(super) async fn lease_due(
 
 async fn lease_in(
     tx: &Transaction<'_>,
-    lease: &Lease<'_>,
+    lease: &LeaseRequest<'_>,
 ) -> Result<Vec<tokio_postgres::Row>, Failed> {
     let lease_until = lease.now_ms.saturating_add(lease.lease_ms.max(1));
     let limit = i64::from(lease.limit);

@@ -38,8 +38,8 @@ use self::read::ReadPool;
 use self::writer::{Command, Counters, Writer};
 use crate::admission::Admission;
 use crate::{
-    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, NewInboxRow,
-    PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
+    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, LeaseRequest,
+    NewInboxRow, PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
 };
 use hookgate_core::Outcome;
 
@@ -318,26 +318,8 @@ impl Store for SqliteStore {
         self.reads.clear();
     }
 
-    async fn lease_due(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease_due_impl(owner, now_ms, lease_ms, limit, true)
-            .await
-    }
-
-    async fn lease_due_without_payload(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease_due_impl(owner, now_ms, lease_ms, limit, false)
-            .await
+    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease_impl(request).await
     }
 
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {

@@ -15,19 +15,22 @@ use super::command::{Failed, fail_leased};
 use super::read::{RETURNING_COLUMNS, RETURNING_COLUMNS_WITHOUT_PAYLOAD, record};
 use crate::lease::LeasedTable;
 use crate::processing::{
-    BusinessChange, FailedAttempt, PaymentState, ProcessingError, ProcessingResult,
+    BusinessChange, FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
 };
 use crate::{InboxRecord, StoreError};
 
 impl SqliteStore {
-    pub(super) async fn lease_due_impl(
+    pub(super) async fn lease_impl(
         &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-        with_payload: bool,
+        request: LeaseRequest<'_>,
     ) -> Result<Vec<InboxRecord>, StoreError> {
+        let LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload,
+        } = request;
         let owner = owner.to_owned();
         let columns = if with_payload {
             RETURNING_COLUMNS
