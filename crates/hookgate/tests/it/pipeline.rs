@@ -435,29 +435,40 @@ async fn flood_protection_per_client_before_verification() {
     g.stop().await;
 }
 
-#[tokio::test]
-async fn global_in_flight_cap() {
-    let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 1", NOW).await;
+/// Holds the only slot of a `max_in_flight = 1` gateway: a request whose head and half its
+/// body are sent, the rest never. A send on the returned channel closes that connection and
+/// frees the slot; join the handle to wait for it.
+async fn hold_the_only_slot(
+    addr: std::net::SocketAddr,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
     let body = sw_body("invoice.paid");
     let headers = signed_headers("standard_webhooks", SW_SECRET, "msg_slow", NOW, &body);
-    // Hold the only slot: send the head and half the body, then wait.
     let mut head = build_request("POST", "/webhooks/sw", &headers, &body);
     head.truncate(head.len() - body.len() / 2);
-    let addr = g.addr;
+    let (release, released) = std::sync::mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.write_all(&head).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = released.recv();
         drop(s);
     });
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    (release, holder)
+}
+
+#[tokio::test]
+async fn global_in_flight_cap() {
+    let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 1", NOW).await;
+    let (release, holder) = hold_the_only_slot(g.addr).await;
+    let body = sw_body("invoice.paid");
     let r = post_sw(&g, "sw", SW_SECRET, "msg_other", &body).await;
     assert_eq!(
         (r.status, r.json()["error"].as_str()),
         (503, Some("overloaded"))
     );
     assert_eq!(r.header("retry-after"), Some("1"));
+    release.send(()).unwrap();
     holder.join().unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let r = post_sw(&g, "sw", SW_SECRET, "msg_after", &body).await;
@@ -493,19 +504,8 @@ fn read_one_response(s: &mut std::net::TcpStream) -> RawResponse {
 async fn shed_request_keeps_its_connection() {
     use std::io::Write;
     let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 1", NOW).await;
-    let body = sw_body("invoice.paid");
-    let headers = signed_headers("standard_webhooks", SW_SECRET, "msg_slow", NOW, &body);
-    let mut head = build_request("POST", "/webhooks/sw", &headers, &body);
-    head.truncate(head.len() - body.len() / 2);
     let addr = g.addr;
-    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
-    let holder = std::thread::spawn(move || {
-        let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.write_all(&head).unwrap();
-        let _ = held_rx.recv();
-        drop(s);
-    });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (held_tx, holder) = hold_the_only_slot(addr).await;
 
     let keep_alive = |bytes: Vec<u8>| {
         let text = String::from_utf8(bytes).unwrap();
