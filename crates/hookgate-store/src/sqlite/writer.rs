@@ -540,21 +540,23 @@ mod tests {
         )
     }
 
+    type Answer = oneshot::Receiver<Result<Acceptance, StoreError>>;
+
+    /// An acceptance of `row` queued now, and where its answer arrives.
+    fn accept_command(row: NewInboxRow) -> (Command, Answer) {
+        let (reply, rx) = oneshot::channel();
+        let command = Command::Accept(QueuedAcceptance {
+            row,
+            reply,
+            enqueued_at: Instant::now(),
+        });
+        (command, rx)
+    }
+
     /// Runs one batch and returns the answers in order.
     fn run(w: &mut Writer, rows: Vec<NewInboxRow>) -> Vec<Result<Acceptance, StoreError>> {
-        let mut rxs = Vec::new();
-        let mut batch: Vec<Command> = rows
-            .into_iter()
-            .map(|row| {
-                let (reply, rx) = oneshot::channel();
-                rxs.push(rx);
-                Command::Accept(QueuedAcceptance {
-                    row,
-                    reply,
-                    enqueued_at: Instant::now(),
-                })
-            })
-            .collect();
+        let (mut batch, rxs): (Vec<Command>, Vec<Answer>) =
+            rows.into_iter().map(accept_command).unzip();
         w.run_batch(&mut batch);
         rxs.into_iter()
             .map(|mut rx| rx.try_recv().expect("answered"))
@@ -698,23 +700,12 @@ mod tests {
             counted.fetch_add(1, Ordering::Relaxed);
             bump(conn)
         }));
-        let mut rxs = Vec::new();
-        let mut accept = |row: NewInboxRow| {
-            let (reply, rx) = oneshot::channel();
-            rxs.push(rx);
-            Command::Accept(QueuedAcceptance {
-                row,
-                reply,
-                enqueued_at: Instant::now(),
-            })
-        };
         // "b" twice: the second breaks the first pass on the primary key.
-        let mut batch = vec![
-            accept(row("b", "e2")),
-            command,
-            accept(row("b", "e3")),
-            accept(row("c", "e4")),
-        ];
+        let (b, b_answer) = accept_command(row("b", "e2"));
+        let (b_again, b_again_answer) = accept_command(row("b", "e3"));
+        let (c, c_answer) = accept_command(row("c", "e4"));
+        let mut batch = vec![b, command, b_again, c];
+        let rxs = [b_answer, b_again_answer, c_answer];
         w.run_batch(&mut batch);
         let out: Vec<_> = rxs
             .into_iter()
@@ -841,16 +832,9 @@ mod tests {
         let before = w.counters.transactions.load(Ordering::Relaxed);
 
         // One acceptance and one command: one transaction, both answered after it.
-        let (reply, mut accepted) = oneshot::channel();
+        let (accept, mut accepted) = accept_command(row("b", "e2"));
         let (command, mut done) = bump_command();
-        let mut batch = vec![
-            Command::Accept(QueuedAcceptance {
-                row: row("b", "e2"),
-                reply,
-                enqueued_at: Instant::now(),
-            }),
-            command,
-        ];
+        let mut batch = vec![accept, command];
         w.run_batch(&mut batch);
         assert_eq!(w.counters.transactions.load(Ordering::Relaxed), before + 1);
         assert!(matches!(
@@ -867,16 +851,9 @@ mod tests {
             .execute("UPDATE inbox SET attempt_count = 0", [])
             .unwrap();
         w.fail_next_commit();
-        let (reply, mut accepted) = oneshot::channel();
+        let (accept, mut accepted) = accept_command(row("c", "e3"));
         let (command, mut done) = bump_command();
-        let mut batch = vec![
-            command,
-            Command::Accept(QueuedAcceptance {
-                row: row("c", "e3"),
-                reply,
-                enqueued_at: Instant::now(),
-            }),
-        ];
+        let mut batch = vec![command, accept];
         w.run_batch(&mut batch);
         assert!(
             done.try_recv().unwrap().is_some(),
