@@ -5,8 +5,9 @@
 //! HChaCha20 derives a per-message subkey from the key and the nonce's first 16 bytes, and
 //! ring's ChaCha20-Poly1305 (assembly, about 2.5x faster here than the portable crate on a
 //! 10 KiB body) seals under it with the nonce's last 8 bytes. The 192-bit random nonce is why
-//! this cipher: random 96-bit nonces would not be safe for billions of payloads under one key. The associated data is the row identity ([`RowIdentity`]), so a ciphertext
-//! copied onto another row fails to open. The payload digest is a keyed MAC (HMAC-SHA256 under
+//! this cipher: random 96-bit nonces would not be safe for billions of payloads under one key.
+//! The associated data is the row identity ([`RowIdentity`]), so a ciphertext copied onto
+//! another row fails to open. The payload digest is a keyed MAC (HMAC-SHA256 under
 //! a sub-key derived from the payload key), never a bare hash: a bare hash of a guessable
 //! payload would leak it.
 

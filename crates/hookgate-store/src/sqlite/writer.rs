@@ -259,30 +259,18 @@ impl Writer {
 
         let mut broken = false;
         let mut lost = false;
-        // Outcomes by command position; acceptances first, then the commands.
-        let mut results: Vec<Option<Outcome>> = Vec::with_capacity(batch.len());
-        match accept_all(conn, batch, Isolation::None) {
-            Ok(accepted) => results = accepted,
-            Err(err) => {
-                tracing::debug!(error = %err, "sqlite accept: a row failed; batch again with savepoints");
-                broken |= is_environmental(&err);
-                let restarted = conn.is_autocommit() || conn.execute_batch("ROLLBACK").is_ok();
-                match restarted.then(|| conn.execute_batch("BEGIN IMMEDIATE")) {
-                    Some(Ok(())) => match accept_all(conn, batch, Isolation::SavepointPerRow) {
-                        Ok(accepted) => results = accepted,
-                        Err(err) => {
-                            broken |= is_environmental(&err);
-                            lost = true;
-                        }
-                    },
-                    Some(Err(err)) => {
-                        broken |= is_environmental(&err);
-                        lost = true;
-                    }
-                    None => lost = true,
-                }
-            }
-        }
+        // Outcomes by command position: the acceptances now, the commands after them.
+        let accepted = accept_all(conn, batch, Isolation::None).or_else(|err| {
+            tracing::debug!(error = %err, "sqlite accept: a row failed; batch again with savepoints");
+            broken |= is_environmental(&err);
+            begin_again(conn)?;
+            accept_all(conn, batch, Isolation::SavepointPerRow)
+        });
+        let mut results = accepted.unwrap_or_else(|err| {
+            broken |= is_environmental(&err);
+            lost = true;
+            Vec::new()
+        });
         if !lost {
             for (slot, command) in results.iter_mut().zip(batch.iter_mut()) {
                 let Command::Exec(f) = command else { continue };
@@ -391,6 +379,14 @@ fn fill(mut results: Vec<Option<Outcome>>, len: usize, err: &StoreError) -> Vec<
         .into_iter()
         .map(|outcome| outcome.unwrap_or_else(|| Outcome::NotRun(clone_error(err))))
         .collect()
+}
+
+/// Ends the open transaction (if SQLite has not already rolled it back) and starts another.
+fn begin_again(conn: &Connection) -> rusqlite::Result<()> {
+    if !conn.is_autocommit() {
+        conn.execute_batch("ROLLBACK")?;
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")
 }
 
 /// How [`accept_all`] keeps one row's failure from the others.
