@@ -64,8 +64,10 @@ for s in order:
               f"{own(rs)} | {fmt(bad,0)} | "
               f"{fmt(med(rs,'gateway_cpu_cores'),2)} | {fmt(per_ack,0)} | {fmt(med(rs,'gateway_rss_peak_mib'))} | {waiting} | {ver} |")
 
-def spread(rs, key):
-    vals = sorted(r[key] for r in rs if r.get(key) is not None)
+def spread(rs, value):
+    """(lowest, median, highest) of value(run) over the runs that have it; value is a key or a function."""
+    get = value if callable(value) else (lambda r: r.get(value))
+    vals = sorted(v for v in map(get, rs) if v is not None)
     return (vals[0], statistics.median(vals), vals[-1]) if vals else None
 
 def waiting_of(r):
@@ -85,11 +87,8 @@ for s in order:
         sp = spread(runs.get((s, m), []), key)
         if sp:
             print(f"| {names[s]} | {label} | " + " | ".join(fmt(float(v), digits) for v in sp) + " |")
-    waits = [r for r in runs.get((s, "closed"), []) if waiting_of(r) is not None]
-    if waits:
-        for r in waits:
-            r["_waiting"] = waiting_of(r)
-        sp = spread(waits, "_waiting")
+    sp = spread(runs.get((s, "closed"), []), waiting_of)
+    if sp:
         print(f"| {names[s]} | rows waiting for processing after the closed loop | " + " | ".join(fmt(v, 0) for v in sp) + " |")
 
 print("\nGroup commit on / off (closed-loop throughput, medians; measured side by side):\n")
