@@ -16,3 +16,5 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --features hookgate/failpoints -- -D warnings
 echo "== cargo test (with failpoints: the crash tests kill the real binary at named points)"
 cargo test --workspace --features hookgate/failpoints
+echo "== the repository stands alone (a copy with nothing beside it runs the vector tests)"
+scripts/standalone-check.sh

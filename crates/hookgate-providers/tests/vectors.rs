@@ -2,8 +2,8 @@
 //! tampered with in the ways the provider signs (body byte, whitespace, id, timestamp, clock),
 //! and sign → verify round trips with current, previous and retired secrets.
 //!
-//! Vectors are read from `../../../shared/providers/vectors/` relative to this crate. A missing
-//! folder or file fails the tests; it never skips them.
+//! Vectors are read from the repository's `testdata/vectors/` (origin and verification in its
+//! README). A missing folder or file fails the tests; it never skips them.
 
 use std::path::PathBuf;
 
@@ -26,7 +26,7 @@ const FILES: [(&str, ProviderKind); 6] = [
 ];
 
 fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/providers/vectors")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors")
 }
 
 /// One vector, decoded.
@@ -48,8 +48,8 @@ fn load_cases() -> Vec<Case> {
     let dir = vectors_dir();
     assert!(
         dir.is_dir(),
-        "shared provider vectors not found at {} (expected the workspace at <root>/main and the \
-         vectors at <root>/shared/providers/vectors); these tests must not be skipped",
+        "provider vectors not found at {} (they live in the repository's testdata/vectors); \
+         these tests must not be skipped",
         dir.display()
     );
     let mut cases = Vec::new();
