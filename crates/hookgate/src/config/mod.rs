@@ -962,3 +962,5 @@ pub fn redact_url(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+#[cfg(test)]
+mod tests;
