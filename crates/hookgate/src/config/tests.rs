@@ -357,6 +357,28 @@ fn config_valid_files_resolve() {
                     == "destinations[0].id has no signing_secrets: its requests are not signed"));
             },
         ),
+        (
+            "rows per relay lease: concurrency, or what the rate limit grants within the lease",
+            plus(&format!(
+                "{}\n{}\n{}",
+                http_destination("concurrency = 64\nrate_limit = { per_second = 1, burst = 64 }\n"),
+                nats_destination("timeout_ms = 58800\nrate_limit = { per_second = 5 }\n"),
+                http_destination("concurrency = 3\n").replace("\"svc\"", "\"plain\""),
+            )),
+            |c| {
+                let lease = c.relay.lease;
+                // (60 s - 10 s - 1 s) at 1/s: 49 slots, fewer than the 64 it could run.
+                assert_eq!(c.destinations[0].max_rows_per_lease(lease), 49);
+                // 200 ms of waiting at 5/s: exactly one slot.
+                assert_eq!(c.destinations[1].max_rows_per_lease(lease), 1);
+                assert_eq!(c.destinations[2].max_rows_per_lease(lease), 3);
+                // A longer lease leaves more time for slots, up to concurrency.
+                assert_eq!(
+                    c.destinations[0].max_rows_per_lease(Duration::from_secs(600)),
+                    64
+                );
+            },
+        ),
     ];
     for (name, text, check) in cases {
         let config = load(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
@@ -839,7 +861,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[[destinations]]\nid = \"svc\"\nkind = \"smtp\"\nurl = \"x\"\n"),
-            "config error at `destinations[0].kind`: unknown kind \"smtp\"; known: http, nats",
+            "config error at `line 11`: unknown kind \"smtp\"; known: http, nats",
         ),
         (
             plus("[[destinations]]\nid = \"svc\"\nurl = \"x\"\n"),
@@ -855,7 +877,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[[destinations]]\nkind = \"http\"\nurl = \"https://example.com/\"\n"),
-            "config error at `line 11`: missing field `id`",
+            "config error at `line 11`: kind = \"http\": missing field `id`",
         ),
         (
             plus(&http_destination("timeout_ms = 0\n")),
@@ -904,7 +926,23 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&http_destination("colour = 1\n")),
-            "config error at `line 15`: unknown field `colour`, expected one of `id`, `kind`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`, `stream`, `subject`, `duplicate_window_seconds`",
+            "config error at `line 11`: kind = \"http\": unknown field `colour`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+        ),
+        // The relay's lease must fit one rate-limiter slot, the timeout and a second.
+        (
+            plus(&http_destination(
+                "timeout_ms = 58800\nrate_limit = { per_second = 4, burst = 100 }\n",
+            )),
+            "config error at `destinations[0].rate_limit.per_second`: destination \"svc\" could not deliver a single row per lease: at 4 per second a delivery may wait 250 ms for its slot, but relay.lease_seconds (60 s) leaves only 200 ms after timeout_ms (58800 ms) and a second to record the result; raise rate_limit.per_second or relay.lease_seconds, or lower timeout_ms",
+        ),
+        (
+            plus(
+                &nats_destination("timeout_ms = 1500\nrate_limit = { per_second = 1 }\n").replace(
+                    "[[destinations]]",
+                    "[relay]\nlease_seconds = 3\n\n[[destinations]]",
+                ),
+            ),
+            "config error at `destinations[0].rate_limit.per_second`: destination \"bus\" could not deliver a single row per lease: at 1 per second a delivery may wait 1000 ms for its slot, but relay.lease_seconds (3 s) leaves only 500 ms after timeout_ms (1500 ms) and a second to record the result; raise rate_limit.per_second or relay.lease_seconds, or lower timeout_ms",
         ),
         // kind = "http"
         (
@@ -953,19 +991,19 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&http_destination("stream = \"S\"\n")),
-            "config error at `destinations[0].stream`: is not a key of kind = \"http\"",
+            "config error at `line 11`: kind = \"http\": unknown field `stream`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
         ),
         (
             plus(&http_destination("subject = \"a.b\"\n")),
-            "config error at `destinations[0].subject`: is not a key of kind = \"http\"",
+            "config error at `line 11`: kind = \"http\": unknown field `subject`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
         ),
         (
             plus(&http_destination("duplicate_window_seconds = 200\n")),
-            "config error at `destinations[0].duplicate_window_seconds`: is not a key of kind = \"http\"",
+            "config error at `line 11`: kind = \"http\": unknown field `duplicate_window_seconds`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
         ),
         (
             plus(&http_destination("allow_private_network = \"yes\"\n")),
-            "config error at `line 15`: invalid type: string \"yes\", expected a boolean",
+            "config error at `line 11`: kind = \"http\": invalid type: string \"yes\", expected a boolean",
         ),
         // kind = "nats"
         (
@@ -1002,15 +1040,15 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&nats_destination("headers = { \"X-A\" = \"b\" }\n")),
-            "config error at `destinations[0].headers`: is not a key of kind = \"nats\"",
+            "config error at `line 11`: kind = \"nats\": unknown field `headers`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `stream`, `subject`, `duplicate_window_seconds`",
         ),
         (
             plus(&nats_destination("signing_secrets = []\n")),
-            "config error at `destinations[0].signing_secrets`: is not a key of kind = \"nats\"",
+            "config error at `line 11`: kind = \"nats\": unknown field `signing_secrets`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `stream`, `subject`, `duplicate_window_seconds`",
         ),
         (
             plus(&nats_destination("allow_private_network = true\n")),
-            "config error at `destinations[0].allow_private_network`: is not a key of kind = \"nats\"",
+            "config error at `line 11`: kind = \"nats\": unknown field `allow_private_network`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `stream`, `subject`, `duplicate_window_seconds`",
         ),
     ]
 }
