@@ -1075,7 +1075,8 @@ fn config_invalid_files_name_the_key() {
     );
 }
 
-/// A file with every section, for the exact `config check` output.
+/// A file with every section, for the exact `config check` output. The Stripe API key is
+/// `env:PATH`, a variable every test process has, so an `env:` source is printed.
 fn full_file() -> String {
     format!(
         "{}\n{}\n{}\n{}\n{}",
