@@ -1,7 +1,11 @@
-//! The configuration file as written (TOML), before validation. Every key is documented in
-//! `docs/configuration.md`; unknown keys are errors.
+//! The configuration file as written (TOML): what the file says, before validation. Every key
+//! is documented in `docs/configuration.md`; unknown keys are errors. `[[destinations]]` and
+//! `[relay]` are written as their own module defines them (`destinations/`).
 
 use serde::Deserialize;
+
+use super::destinations::{RawDestination, RawRelay};
+use super::policies::{RawRate, RawRetry};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -20,12 +24,12 @@ pub struct RawConfig {
     #[serde(default)]
     pub providers: Option<RawProviders>,
     #[serde(default)]
-    pub relay: Option<super::destinations::RawRelay>,
+    pub relay: Option<RawRelay>,
     #[serde(default)]
-    pub destinations: Vec<super::destinations::RawDestination>,
+    pub destinations: Vec<RawDestination>,
 }
 
-/// `[worker]`: the processing pool (DESIGN.md §5).
+/// `[worker]`: the processing pool.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawWorker {
@@ -49,15 +53,6 @@ pub struct RawStripeApi {
     pub timeout_ms: Option<u64>,
 }
 
-/// Per-endpoint `retry = { base_ms, cap_ms, max_attempts }`.
-#[derive(Debug, Deserialize, Clone, Copy)]
-#[serde(deny_unknown_fields)]
-pub struct RawRetry {
-    pub base_ms: Option<u64>,
-    pub cap_ms: Option<u64>,
-    pub max_attempts: Option<u32>,
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawServer {
@@ -78,13 +73,6 @@ pub struct RawServer {
 pub struct RawTls {
     pub cert: String,
     pub key: String,
-}
-
-#[derive(Debug, Deserialize, Clone, Copy)]
-#[serde(deny_unknown_fields)]
-pub struct RawRate {
-    pub per_second: u32,
-    pub burst: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

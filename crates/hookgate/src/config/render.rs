@@ -1,0 +1,191 @@
+//! The render phase: the resolved configuration printed back as TOML-like text, every secret
+//! redacted (`hookgate config check`). Each destination kind prints its own keys.
+
+use std::fmt::Write;
+
+use hookgate_core::retry::RetryPolicy;
+
+use super::destinations::{DestinationConfig, RelayConfig};
+use super::{Config, LogFormat, Rate, redact_url};
+
+/// The resolved configuration as TOML-like text with secrets redacted (`config check`).
+pub fn render_redacted(c: &Config) -> String {
+    let mut out = String::new();
+    let s = &c.server;
+    let _ = writeln!(out, "[server]\nlisten = \"{}\"", s.listen);
+    if let Some(t) = &s.tls {
+        let _ = writeln!(
+            out,
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            t.cert.display(),
+            t.key.display()
+        );
+    }
+    let proxies: Vec<String> = s
+        .trusted_proxies
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect();
+    let _ = writeln!(out, "trusted_proxies = [{}]", proxies.join(", "));
+    let _ = writeln!(out, "max_in_flight = {}", s.max_in_flight);
+    let _ = writeln!(out, "max_connections = {}", s.max_connections);
+    if let Some(r) = s.per_client_rate {
+        let _ = writeln!(
+            out,
+            "per_client_rate = {{ per_second = {}, burst = {} }}",
+            r.per_second, r.burst
+        );
+    }
+    let _ = writeln!(
+        out,
+        "max_header_count = {}\nmax_header_bytes = {}",
+        s.max_header_count, s.max_header_bytes
+    );
+    let _ = writeln!(
+        out,
+        "request_timeout_ms = {}",
+        s.request_timeout.as_millis()
+    );
+    if let Some(a) = c.admin_listen {
+        let _ = writeln!(out, "\n[admin]\nlisten = \"{a}\"");
+    }
+    let st = &c.store;
+    let _ = writeln!(out, "\n[store]\nurl = \"{}\"", redact_url(&st.url));
+    let _ = writeln!(
+        out,
+        "group_commit = {}\nmax_batch = {}\nqueue_capacity = {}\nmax_queue_wait_ms = {}\npool_size = {}",
+        st.group_commit.enabled,
+        st.group_commit.max_batch,
+        st.group_commit.queue_capacity,
+        st.group_commit.max_queue_wait.as_millis(),
+        st.pool_size
+    );
+    let _ = writeln!(
+        out,
+        "\n[payload_encryption]\nactive = {}",
+        c.payload_keys.active
+    );
+    for (v, src, _) in &c.payload_keys.keys {
+        let _ = writeln!(out, "# key version {v}: from {src} (32 bytes, redacted)");
+    }
+    let _ = writeln!(
+        out,
+        "\n[log]\nformat = \"{}\"\nlevel = \"{}\"",
+        if c.log.format == LogFormat::Json {
+            "json"
+        } else {
+            "text"
+        },
+        c.log.level
+    );
+    let _ = writeln!(
+        out,
+        "\n[worker]\nconcurrency = {}\nlease_seconds = {}\npoll_interval_ms = {}",
+        c.worker.concurrency,
+        c.worker.lease.as_secs(),
+        c.worker.poll_interval.as_millis()
+    );
+    if let Some(s) = &c.providers.stripe {
+        let _ = writeln!(
+            out,
+            "\n[providers.stripe]\napi_base = \"{}\"\n# api_key from {} (redacted)\ntimeout_ms = {}",
+            s.api_base,
+            s.api_key_source,
+            s.timeout.as_millis()
+        );
+    }
+    for e in &c.endpoints {
+        let _ = writeln!(
+            out,
+            "\n[[endpoints]]\nid = \"{}\"\nprovider = \"{}\"",
+            e.id,
+            e.provider.id()
+        );
+        match e.tolerance_seconds {
+            Some(t) => {
+                let _ = writeln!(out, "tolerance_seconds = {t}");
+            }
+            None => {
+                let _ = writeln!(out, "# tolerance: provider signs no timestamp");
+            }
+        }
+        let _ = writeln!(out, "max_body_bytes = {}", e.max_body_bytes);
+        match &e.allowed_event_types {
+            Some(t) => {
+                let _ = writeln!(out, "allowed_event_types = {t:?}");
+            }
+            None => {
+                let _ = writeln!(out, "# allowed_event_types: all");
+            }
+        }
+        render_rate_and_retry(&mut out, e.rate_limit, &e.retry);
+        let names: Vec<&str> = e.handlers.iter().map(|h| h.name()).collect();
+        let _ = writeln!(out, "handlers = {names:?}");
+        if !e.destinations.is_empty() {
+            let _ = writeln!(out, "destinations = {:?}", e.destinations);
+        }
+        if let Some(p) = &e.object_id_pointer {
+            let _ = writeln!(out, "object_id_pointer = {p:?}");
+        }
+        if let Some(p) = &e.object_version_pointer {
+            let _ = writeln!(out, "object_version_pointer = {p:?}");
+        }
+        for sv in &e.secrets {
+            let mut state = String::new();
+            if sv.retired {
+                state.push_str(", retired = true");
+            }
+            if let Some(t) = sv.not_after {
+                let ts = jiff::Timestamp::from_second(t)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                let _ = write!(state, ", not_after = \"{ts}\"");
+            }
+            let _ = writeln!(
+                out,
+                "# secret version {:?} from {} (redacted){state}",
+                sv.version, sv.source
+            );
+        }
+    }
+    render_relay(&c.relay, &c.destinations, &mut out);
+    out
+}
+
+/// The `rate_limit` (when set) and `retry` lines shared by endpoints and destinations.
+fn render_rate_and_retry(out: &mut String, rate: Option<Rate>, retry: &RetryPolicy) {
+    if let Some(r) = rate {
+        let _ = writeln!(
+            out,
+            "rate_limit = {{ per_second = {}, burst = {} }}",
+            r.per_second, r.burst
+        );
+    }
+    let _ = writeln!(
+        out,
+        "retry = {{ base_ms = {}, cap_ms = {}, max_attempts = {} }}",
+        retry.base_ms, retry.cap_ms, retry.max_attempts
+    );
+}
+
+/// `[relay]` and `[[destinations]]`: the keys every kind has around the kind's own.
+fn render_relay(relay: &RelayConfig, destinations: &[DestinationConfig], out: &mut String) {
+    let _ = writeln!(
+        out,
+        "\n[relay]\nenabled = {}\nlease_seconds = {}\npoll_interval_ms = {}",
+        relay.enabled,
+        relay.lease.as_secs(),
+        relay.poll_interval.as_millis()
+    );
+    for d in destinations {
+        let _ = writeln!(out, "\n[[destinations]]\nid = \"{}\"", d.id);
+        d.kind.render(out);
+        let _ = writeln!(
+            out,
+            "timeout_ms = {}\nconcurrency = {}",
+            d.timeout.as_millis(),
+            d.concurrency
+        );
+        render_rate_and_retry(out, d.rate_limit, &d.retry);
+    }
+}

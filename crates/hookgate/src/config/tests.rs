@@ -1,0 +1,1208 @@
+//! Table tests over [`Config::from_toml`]: valid files with their resolved values, and invalid
+//! files with the exact error that names the bad key; plus the exact `config check` output.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hookgate_providers::ProviderKind;
+
+use super::destinations::DestinationKind;
+use super::*;
+
+const PAYLOAD_KEY: &str = "aG9va2dhdGUtZGV2LXBheWxvYWQta2V5LTMyYnl0ZXM=";
+const SW_SECRET: &str = "whsec_aG9va2dhdGUtZGV2LXN0YW5kYXJkLXdlYmhvb2tzLXNlY3JldCEh";
+
+/// The smallest valid file: the three required sections.
+fn base() -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:8080\"\n\n[store]\nurl = \"sqlite://x.db\"\n\n\
+         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n"
+    )
+}
+
+/// `base()` with `from` replaced by `to` (which must occur).
+fn base_with(from: &str, to: &str) -> String {
+    let b = base();
+    assert!(b.contains(from), "{from}");
+    b.replacen(from, to, 1)
+}
+
+/// `base()` plus more sections.
+fn plus(rest: &str) -> String {
+    format!("{}\n{rest}", base())
+}
+
+fn github_endpoint(extra: &str) -> String {
+    format!(
+        "[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n\
+         secrets = [{{ version = \"v1\", value = \"gh-secret\" }}]\n{extra}"
+    )
+}
+
+fn sw_endpoint(extra: &str) -> String {
+    format!(
+        "[[endpoints]]\nid = \"sw\"\nprovider = \"standard_webhooks\"\n\
+         secrets = [{{ version = \"v1\", value = \"{SW_SECRET}\" }}]\n{extra}"
+    )
+}
+
+fn http_destination(extra: &str) -> String {
+    format!(
+        "[[destinations]]\nid = \"svc\"\nkind = \"http\"\nurl = \"https://example.com/hook\"\n{extra}"
+    )
+}
+
+fn nats_destination(extra: &str) -> String {
+    format!(
+        "[[destinations]]\nid = \"bus\"\nkind = \"nats\"\nurl = \"nats://127.0.0.1:4222\"\nstream = \"HOOKS\"\n{extra}"
+    )
+}
+
+fn load(text: &str) -> Result<Config, ConfigError> {
+    Config::from_toml(
+        text,
+        Path::new("/nonexistent/hookgate.toml"),
+        Path::new("/nonexistent"),
+    )
+}
+
+#[test]
+fn config_defaults_of_the_smallest_file() {
+    let c = load(&base()).unwrap();
+    assert_eq!(c.server.listen.to_string(), "127.0.0.1:8080");
+    assert!(c.server.tls.is_none());
+    assert!(c.server.trusted_proxies.is_empty());
+    assert_eq!(c.server.max_in_flight, 128);
+    assert_eq!(c.server.max_connections, 4096);
+    assert_eq!(c.server.per_client_rate, None);
+    assert_eq!(c.server.max_header_count, 64);
+    assert_eq!(c.server.max_header_bytes, 16 * 1024);
+    assert_eq!(c.server.request_timeout, Duration::from_secs(10));
+    assert_eq!(c.admin_listen, None);
+    assert_eq!(c.store.url, "sqlite://x.db");
+    assert!(c.store.group_commit.enabled);
+    assert_eq!(c.store.group_commit.max_batch, 512);
+    assert_eq!(c.store.group_commit.queue_capacity, 8192);
+    assert_eq!(
+        c.store.group_commit.max_queue_wait,
+        Duration::from_millis(250)
+    );
+    assert_eq!(c.store.pool_size, 16);
+    assert_eq!(c.payload_keys.active, 1);
+    assert_eq!(c.payload_keys.keys.len(), 1);
+    assert_eq!(c.log.format, LogFormat::Text);
+    assert_eq!(c.log.level, "info");
+    assert_eq!(c.worker.concurrency, 4);
+    assert_eq!(c.worker.lease, Duration::from_secs(30));
+    assert_eq!(c.worker.poll_interval, Duration::from_millis(200));
+    assert!(c.providers.stripe.is_none());
+    assert!(c.relay.enabled);
+    assert_eq!(c.relay.lease, Duration::from_secs(60));
+    assert_eq!(c.relay.poll_interval, Duration::from_millis(200));
+    assert!(c.endpoints.is_empty());
+    assert!(c.destinations.is_empty());
+    assert_eq!(
+        c.warnings,
+        vec![
+            "payload_encryption.keys[0].key is a literal in the config file; use env: or file: outside development",
+            "no [[endpoints]] configured: every webhook will get 404",
+        ]
+    );
+}
+
+/// One valid file per case, with what it must resolve to.
+#[test]
+fn config_valid_files_resolve() {
+    type Check = fn(&Config);
+    let cases: Vec<(&str, String, Check)> = vec![
+        (
+            "server, every key",
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"0.0.0.0:8443\"\ntls = { cert = \"c.pem\", key = \"k.pem\" }\n\
+                 trusted_proxies = [\"10.0.0.0/8\", \"192.168.1.1\"]\nmax_in_flight = 7\n\
+                 max_connections = 9\nper_client_rate = { per_second = 5 }\nmax_header_count = 3\n\
+                 max_header_bytes = 100\nrequest_timeout_ms = 1500\n",
+            ),
+            |c| {
+                let s = &c.server;
+                assert_eq!(s.listen.to_string(), "0.0.0.0:8443");
+                let tls = s.tls.as_ref().unwrap();
+                assert_eq!(tls.cert, Path::new("/nonexistent/c.pem"));
+                assert_eq!(tls.key, Path::new("/nonexistent/k.pem"));
+                let proxies: Vec<String> =
+                    s.trusted_proxies.iter().map(|p| p.to_string()).collect();
+                assert_eq!(proxies, ["10.0.0.0/8", "192.168.1.1/32"]);
+                assert_eq!(s.max_in_flight, 7);
+                assert_eq!(s.max_connections, 9);
+                assert_eq!(
+                    s.per_client_rate,
+                    Some(Rate {
+                        per_second: 5,
+                        burst: 5
+                    })
+                );
+                assert_eq!(s.max_header_count, 3);
+                assert_eq!(s.max_header_bytes, 100);
+                assert_eq!(s.request_timeout, Duration::from_millis(1500));
+            },
+        ),
+        (
+            "plain HTTP on a public address behind trusted proxies",
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"0.0.0.0:8080\"\ntrusted_proxies = [\"10.0.0.1\"]\n",
+            ),
+            |c| assert_eq!(c.server.listen.to_string(), "0.0.0.0:8080"),
+        ),
+        (
+            "admin, store, log and worker",
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"  postgres://u:pw@db:5432/hooks  \"\ngroup_commit = false\nmax_batch = 3\n\
+                 queue_capacity = 4\nmax_queue_wait_ms = 5\npool_size = 6\n\n\
+                 [admin]\nlisten = \"127.0.0.1:9090\"\n\n[log]\nformat = \"json\"\nlevel = \"debug\"\n\n\
+                 [worker]\nconcurrency = 0\nlease_seconds = 86400\npoll_interval_ms = 60000\n",
+            ),
+            |c| {
+                assert_eq!(c.admin_listen.unwrap().to_string(), "127.0.0.1:9090");
+                assert_eq!(c.store.url, "postgres://u:pw@db:5432/hooks");
+                assert!(!c.store.group_commit.enabled);
+                assert_eq!(c.store.group_commit.max_batch, 3);
+                assert_eq!(c.store.group_commit.queue_capacity, 4);
+                assert_eq!(
+                    c.store.group_commit.max_queue_wait,
+                    Duration::from_millis(5)
+                );
+                assert_eq!(c.store.pool_size, 6);
+                assert_eq!(c.log.format, LogFormat::Json);
+                assert_eq!(c.log.level, "debug");
+                assert_eq!(c.worker.concurrency, 0);
+                assert_eq!(c.worker.lease, Duration::from_secs(86400));
+                assert_eq!(c.worker.poll_interval, Duration::from_secs(60));
+                assert!(
+                    c.warnings
+                        .iter()
+                        .any(|w| w.starts_with("store.group_commit = false"))
+                );
+            },
+        ),
+        (
+            "payload keys: several versions, the active one not first",
+            base_with("active = 1\n", "active = 2\n").replacen(
+                "keys = [{",
+                &format!("keys = [{{ version = 2, key = \"{PAYLOAD_KEY}\" }}, {{"),
+                1,
+            ),
+            |c| {
+                assert_eq!(c.payload_keys.active, 2);
+                let versions: Vec<u32> = c.payload_keys.keys.iter().map(|k| k.0).collect();
+                assert_eq!(versions, [2, 1]);
+            },
+        ),
+        (
+            "providers.stripe and a payments endpoint",
+            plus(
+                "[providers.stripe]\napi_base = \"https://stripe.test/\"\napi_key = \"sk_test\"\ntimeout_ms = 500\n\n\
+                 [[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nhandlers = [\"payments_projection\"]\n\
+                 allowed_event_types = [\"payment_intent.*\", \"charge.refunded\"]\n\
+                 secrets = [{ version = \"v2\", value = \"whsec_new\" }, \
+                 { version = \"v1\", value = \"whsec_old\", not_after = \"2026-12-07T00:00:00Z\", retired = true }]\n",
+            ),
+            |c| {
+                let s = c.providers.stripe.as_ref().unwrap();
+                assert_eq!(s.api_base, "https://stripe.test");
+                assert_eq!(s.api_key.expose(), "sk_test");
+                assert_eq!(s.timeout, Duration::from_millis(500));
+                let e = c.endpoint("pay").unwrap();
+                assert_eq!(e.provider, ProviderKind::Stripe);
+                assert_eq!(e.tolerance_seconds, Some(300));
+                assert_eq!(e.handlers, [HandlerKind::PaymentsProjection]);
+                assert!(e.allows(Some("payment_intent.created")));
+                assert!(e.allows(Some("charge.refunded")));
+                assert!(!e.allows(Some("charge.captured")));
+                assert!(!e.allows(None));
+                assert_eq!(e.secrets.len(), 2);
+                assert_eq!(e.secrets[0].version, "v2");
+                assert!(e.secrets[0].trusted_at(i64::MAX));
+                assert_eq!(e.secrets[1].not_after, Some(1_796_601_600));
+                assert!(e.secrets[1].retired);
+                assert!(!e.secrets[1].trusted_at(0));
+            },
+        ),
+        (
+            "an endpoint with every key",
+            plus(&sw_endpoint(
+                "tolerance_seconds = 60\nmax_body_bytes = 2048\nrate_limit = { per_second = 10, burst = 20 }\n\
+                 retry = { base_ms = 50, max_attempts = 3 }\nobject_id_pointer = \"/data/id\"\n\
+                 object_version_pointer = \"\"\n",
+            )),
+            |c| {
+                let e = &c.endpoints[0];
+                assert_eq!(e.id, "sw");
+                assert_eq!(e.tolerance_seconds, Some(60));
+                assert_eq!(e.max_body_bytes, 2048);
+                assert_eq!(
+                    e.rate_limit,
+                    Some(Rate {
+                        per_second: 10,
+                        burst: 20
+                    })
+                );
+                assert_eq!(e.retry.base_ms, 50);
+                assert_eq!(e.retry.cap_ms, 300_000);
+                assert_eq!(e.retry.max_attempts, 3);
+                assert_eq!(e.object_id_pointer.as_deref(), Some("/data/id"));
+                assert_eq!(e.object_version_pointer.as_deref(), Some(""));
+                assert!(e.allows(None), "no allowed_event_types: everything");
+            },
+        ),
+        (
+            "endpoint defaults; a provider that signs no timestamp",
+            plus(&github_endpoint("")),
+            |c| {
+                let e = &c.endpoints[0];
+                assert_eq!(e.provider, ProviderKind::Github);
+                assert_eq!(e.tolerance_seconds, None);
+                assert_eq!(e.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
+                assert_eq!(e.rate_limit, None);
+                assert_eq!(e.retry, hookgate_core::retry::RetryPolicy::default());
+                assert!(e.handlers.is_empty());
+                assert!(e.destinations.is_empty());
+            },
+        ),
+        (
+            "a retry cap defaults to at least base_ms",
+            plus(&github_endpoint("retry = { base_ms = 600000 }\n")),
+            |c| {
+                assert_eq!(c.endpoints[0].retry.base_ms, 600_000);
+                assert_eq!(c.endpoints[0].retry.cap_ms, 600_000);
+            },
+        ),
+        (
+            "http and nats destinations, fan-out, relay",
+            plus(&format!(
+                "[relay]\nenabled = false\nlease_seconds = 30\npoll_interval_ms = 50\n\n{}\n{}\n{}",
+                http_destination(
+                    "timeout_ms = 2000\nconcurrency = 3\nrate_limit = { per_second = 4, burst = 8 }\n\
+                     retry = { base_ms = 10, cap_ms = 20, max_attempts = 5 }\n\
+                     headers = { \"X-Team\" = \"payments\" }\nsigning_secrets = [\"whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2VjcmV0\"]\n",
+                ),
+                nats_destination(
+                    "subject = \"hooks.{endpoint}.{event_type}\"\nduplicate_window_seconds = 150\n",
+                ),
+                sw_endpoint("destinations = [\"bus\", \"svc\"]\n"),
+            )),
+            |c| {
+                assert!(!c.relay.enabled);
+                assert_eq!(c.relay.lease, Duration::from_secs(30));
+                assert_eq!(c.relay.poll_interval, Duration::from_millis(50));
+                assert_eq!(c.endpoints[0].destinations, ["bus", "svc"]);
+                let svc = &c.destinations[0];
+                assert_eq!(svc.id, "svc");
+                assert_eq!(svc.timeout, Duration::from_secs(2));
+                assert_eq!(svc.concurrency, 3);
+                assert_eq!(
+                    svc.rate_limit,
+                    Some(Rate {
+                        per_second: 4,
+                        burst: 8
+                    })
+                );
+                assert_eq!(svc.retry.max_attempts, 5);
+                let DestinationKind::Http {
+                    settings,
+                    secret_sources,
+                } = &svc.kind
+                else {
+                    panic!("svc is http")
+                };
+                assert_eq!(settings.url.as_str(), "https://example.com/hook");
+                assert_eq!(settings.headers.len(), 1);
+                assert_eq!(settings.headers[0].0.as_str(), "x-team");
+                assert_eq!(settings.signing_secrets.len(), 1);
+                assert_eq!(secret_sources.len(), 1);
+                assert!(!settings.allow_private_network);
+                let bus = &c.destinations[1];
+                assert_eq!(bus.concurrency, 8);
+                assert_eq!(bus.timeout, Duration::from_secs(10));
+                let DestinationKind::Nats(n) = &bus.kind else {
+                    panic!("bus is nats")
+                };
+                assert_eq!(n.url, "nats://127.0.0.1:4222");
+                assert_eq!(n.stream, "HOOKS");
+                assert_eq!(n.subject.filter(), "hooks.*.*");
+                assert_eq!(n.duplicate_window, Duration::from_secs(150));
+            },
+        ),
+        (
+            "an http destination on a private address when allowed; nats defaults",
+            plus(&format!(
+                "{}\n{}",
+                http_destination("allow_private_network = true\n")
+                    .replace("https://example.com/hook", "http://127.0.0.1:9/x"),
+                nats_destination(""),
+            )),
+            |c| {
+                let DestinationKind::Http { settings, .. } = &c.destinations[0].kind else {
+                    panic!("http")
+                };
+                assert!(settings.allow_private_network);
+                let DestinationKind::Nats(n) = &c.destinations[1].kind else {
+                    panic!("nats")
+                };
+                assert_eq!(n.subject.filter(), "webhooks.*.*");
+                assert_eq!(n.duplicate_window, Duration::from_secs(86400));
+                assert!(c.warnings.iter().any(|w| w
+                    == "destinations[0].id has no signing_secrets: its requests are not signed"));
+            },
+        ),
+        (
+            "rows per relay lease: concurrency, or what the rate limit grants within the lease",
+            plus(&format!(
+                "{}\n{}\n{}",
+                http_destination("concurrency = 64\nrate_limit = { per_second = 1, burst = 64 }\n"),
+                nats_destination("timeout_ms = 58800\nrate_limit = { per_second = 5 }\n"),
+                http_destination("concurrency = 3\n").replace("\"svc\"", "\"plain\""),
+            )),
+            |c| {
+                let lease = c.relay.lease;
+                // (60 s - 10 s - 1 s) at 1/s: 49 slots, fewer than the 64 it could run.
+                assert_eq!(c.destinations[0].max_rows_per_lease(lease), 49);
+                // 200 ms of waiting at 5/s: exactly one slot.
+                assert_eq!(c.destinations[1].max_rows_per_lease(lease), 1);
+                assert_eq!(c.destinations[2].max_rows_per_lease(lease), 3);
+                // A longer lease leaves more time for slots, up to concurrency.
+                assert_eq!(
+                    c.destinations[0].max_rows_per_lease(Duration::from_secs(600)),
+                    64
+                );
+            },
+        ),
+    ];
+    for (name, text, check) in cases {
+        let config = load(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        check(&config);
+    }
+}
+
+#[test]
+fn config_file_secrets_resolve_against_the_config_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("gh.secret"), "from-a-file\n").unwrap();
+    let text = plus(&github_endpoint("").replace("\"gh-secret\"", "\"file:gh.secret\""));
+    let config = Config::from_toml(&text, &dir.path().join("c.toml"), dir.path()).unwrap();
+    let secret = &config.endpoints[0].secrets[0];
+    assert_eq!(
+        secret.source,
+        crate::secrets::SecretSource::File(dir.path().join("gh.secret"))
+    );
+    assert!(
+        !config
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("endpoints[0].secrets[0]")),
+        "a file: secret is not a literal: {:?}",
+        config.warnings
+    );
+}
+
+/// Every invalid file, with the exact error.
+fn invalid_cases() -> Vec<(String, &'static str)> {
+    vec![
+        // The file as a whole.
+        (
+            "".into(),
+            "config error at `line 1`: missing field `server`",
+        ),
+        (
+            plus("[nope]\n"),
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`",
+        ),
+        (
+            base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
+            "config error at `line 2`: invalid type: integer `8080`, expected a string",
+        ),
+        (
+            base().replace("[store]\nurl = \"sqlite://x.db\"\n", ""),
+            "config error at `line 1`: missing field `store`",
+        ),
+        (
+            "[server]\nlisten = \"127.0.0.1:8080\"\n[store]\nurl = \"sqlite://x.db\"\n".into(),
+            "config error at `line 1`: missing field `payload_encryption`",
+        ),
+        (
+            plus("[server]\n"),
+            "config error at `line 11`: invalid table header\nduplicate key `server` in document root",
+        ),
+        // [server]
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nport = 1\n",
+            ),
+            "config error at `line 3`: unknown field `port`, expected one of `listen`, `tls`, `trusted_proxies`, `max_in_flight`, `max_connections`, `per_client_rate`, `max_header_count`, `max_header_bytes`, `request_timeout_ms`",
+        ),
+        (
+            base_with("127.0.0.1:8080", "localhost:8080"),
+            "config error at `server.listen`: must be IP:PORT, e.g. 127.0.0.1:8080",
+        ),
+        (
+            base_with("127.0.0.1:8080", "0.0.0.0:8080"),
+            "config error at `server.listen`: 0.0.0.0:8080 is not a loopback address, and neither server.tls nor server.trusted_proxies is set: refusing to receive webhooks over plain HTTP (use 127.0.0.1 for development)",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"10.0.0.1\", \"proxy\"]\n",
+            ),
+            "config error at `server.trusted_proxies[1]`: must be an IP or CIDR",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\ntls = { cert = \"c.pem\" }\n",
+            ),
+            "config error at `line 3`: missing field `key`",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nmax_in_flight = 0\n",
+            ),
+            "config error at `server.max_in_flight`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nmax_in_flight = -1\n",
+            ),
+            "config error at `line 3`: invalid value: integer `-1`, expected usize",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nmax_connections = 0\n",
+            ),
+            "config error at `server.max_connections`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nmax_header_count = 0\n",
+            ),
+            "config error at `server.max_header_count`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nmax_header_bytes = 0\n",
+            ),
+            "config error at `server.max_header_bytes`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nrequest_timeout_ms = 0\n",
+            ),
+            "config error at `server.request_timeout_ms`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nper_client_rate = { per_second = 0 }\n",
+            ),
+            "config error at `server.per_client_rate.per_second`: must be at least 1",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nper_client_rate = { per_second = 1, burst = 0 }\n",
+            ),
+            "config error at `server.per_client_rate.burst`: must be at least 1",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nper_client_rate = { burst = 1 }\n",
+            ),
+            "config error at `line 3`: missing field `per_second`",
+        ),
+        // [admin]
+        (
+            plus("[admin]\nlisten = \"nowhere\"\n"),
+            "config error at `admin.listen`: must be IP:PORT",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\npath = \"/\"\n"),
+            "config error at `line 13`: unknown field `path`, expected `listen`",
+        ),
+        // [store]
+        (
+            base_with("sqlite://x.db", "mysql://db/x"),
+            "config error at `store.url`: must start with sqlite:// or postgres://",
+        ),
+        (
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"sqlite://x.db\"\nmax_batch = 0\n",
+            ),
+            "config error at `store.max_batch`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"sqlite://x.db\"\nqueue_capacity = 0\n",
+            ),
+            "config error at `store.queue_capacity`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"sqlite://x.db\"\nmax_queue_wait_ms = 0\n",
+            ),
+            "config error at `store.max_queue_wait_ms`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"sqlite://x.db\"\npool_size = 0\n",
+            ),
+            "config error at `store.pool_size`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"sqlite://x.db\"\ngroup_commit = \"yes\"\n",
+            ),
+            "config error at `line 6`: invalid type: string \"yes\", expected a boolean",
+        ),
+        // [payload_encryption]
+        (
+            base_with(
+                &format!("keys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]"),
+                "keys = []",
+            ),
+            "config error at `payload_encryption.keys`: at least one key is required",
+        ),
+        (
+            base_with("active = 1\n", "active = 2\n"),
+            "config error at `payload_encryption.active`: no key with version 2",
+        ),
+        (
+            base_with(
+                "keys = [{",
+                &format!("keys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}, {{"),
+            ),
+            "config error at `payload_encryption.keys[1].version`: duplicate version",
+        ),
+        (
+            base_with(PAYLOAD_KEY, "c2hvcnQ="),
+            "config error at `payload_encryption.keys[0].key`: must be 32 bytes, base64-encoded",
+        ),
+        (
+            base_with(PAYLOAD_KEY, "not base64!"),
+            "config error at `payload_encryption.keys[0].key`: must be 32 bytes, base64-encoded",
+        ),
+        (
+            base_with(PAYLOAD_KEY, "env:HOOKGATE_TEST_UNSET_VAR"),
+            "config error at `payload_encryption.keys[0].key`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",
+        ),
+        (
+            base_with(PAYLOAD_KEY, "file:missing.key"),
+            "config error at `payload_encryption.keys[0].key`: cannot read secret file /nonexistent/missing.key: entity not found",
+        ),
+        // [log]
+        (
+            plus("[log]\nformat = \"xml\"\n"),
+            "config error at `log.format`: must be \"text\" or \"json\"",
+        ),
+        (
+            plus("[log]\ncolour = true\n"),
+            "config error at `line 12`: unknown field `colour`, expected `format` or `level`",
+        ),
+        // [worker]
+        (
+            plus("[worker]\nconcurrency = 1025\n"),
+            "config error at `worker.concurrency`: must be at most 1024",
+        ),
+        (
+            plus("[worker]\nlease_seconds = 0\n"),
+            "config error at `worker.lease_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus("[worker]\nlease_seconds = 86401\n"),
+            "config error at `worker.lease_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus("[worker]\npoll_interval_ms = 0\n"),
+            "config error at `worker.poll_interval_ms`: must be between 1 and 60000",
+        ),
+        (
+            plus("[worker]\npoll_interval_ms = 60001\n"),
+            "config error at `worker.poll_interval_ms`: must be between 1 and 60000",
+        ),
+        (
+            plus("[worker]\nthreads = 2\n"),
+            "config error at `line 12`: unknown field `threads`, expected one of `concurrency`, `lease_seconds`, `poll_interval_ms`",
+        ),
+        // [providers.stripe]
+        (
+            plus("[providers.stripe]\napi_key = \"sk\"\napi_base = \"ftp://stripe\"\n"),
+            "config error at `providers.stripe.api_base`: must be an http(s) URL, e.g. https://api.stripe.com",
+        ),
+        (
+            plus("[providers.stripe]\napi_key = \"env:HOOKGATE_TEST_UNSET_VAR\"\n"),
+            "config error at `providers.stripe.api_key`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",
+        ),
+        (
+            plus("[providers.stripe]\napi_key = \"sk\"\ntimeout_ms = 0\n"),
+            "config error at `providers.stripe.timeout_ms`: must be between 1 and 120000",
+        ),
+        (
+            plus("[providers.stripe]\napi_key = \"sk\"\ntimeout_ms = 120001\n"),
+            "config error at `providers.stripe.timeout_ms`: must be between 1 and 120000",
+        ),
+        (
+            plus("[providers.stripe]\n"),
+            "config error at `line 11`: missing field `api_key`",
+        ),
+        (
+            plus("[providers.github]\napi_key = \"x\"\n"),
+            "config error at `line 11`: unknown field `github`, expected `stripe`",
+        ),
+        // [[endpoints]]
+        (
+            plus(&github_endpoint("").replace("id = \"gh\"", "id = \"a/b\"")),
+            "config error at `endpoints[0].id`: must be 1-128 characters of A-Z a-z 0-9 - _ .",
+        ),
+        (
+            plus(&github_endpoint("").replace("id = \"gh\"", "id = \"\"")),
+            "config error at `endpoints[0].id`: must be 1-128 characters of A-Z a-z 0-9 - _ .",
+        ),
+        (
+            plus(&format!("{}\n{}", github_endpoint(""), github_endpoint(""))),
+            "config error at `endpoints[1].id`: duplicate endpoint id \"gh\"",
+        ),
+        (
+            plus(&github_endpoint("").replace("github", "gitlab")),
+            "config error at `endpoints[0].provider`: unknown provider \"gitlab\"; known: stripe, github, standard_webhooks, svix, shopify, slack",
+        ),
+        (
+            plus(&github_endpoint("colour = 1\n")),
+            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`",
+        ),
+        (
+            plus("[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n"),
+            "config error at `line 11`: missing field `secrets`",
+        ),
+        (
+            plus(&github_endpoint("max_body_bytes = 0\n")),
+            "config error at `endpoints[0].max_body_bytes`: must be between 1 and 67108864",
+        ),
+        (
+            plus(&github_endpoint("max_body_bytes = 67108865\n")),
+            "config error at `endpoints[0].max_body_bytes`: must be between 1 and 67108864",
+        ),
+        (
+            plus(&github_endpoint("tolerance_seconds = 300\n")),
+            "config error at `endpoints[0].tolerance_seconds`: provider github signs no timestamp, so there is nothing to check",
+        ),
+        (
+            plus(&sw_endpoint("tolerance_seconds = 0\n")),
+            "config error at `endpoints[0].tolerance_seconds`: must be greater than 0",
+        ),
+        (
+            plus(&github_endpoint(
+                "allowed_event_types = [\"push\", \"pull_*_request\"]\n",
+            )),
+            "config error at `endpoints[0].allowed_event_types[1]`: must be a type name or a prefix ending in a single trailing *",
+        ),
+        (
+            plus(&github_endpoint("allowed_event_types = [\"\"]\n")),
+            "config error at `endpoints[0].allowed_event_types[0]`: must be a type name or a prefix ending in a single trailing *",
+        ),
+        (
+            plus(
+                &github_endpoint("").replace("[{ version = \"v1\", value = \"gh-secret\" }]", "[]"),
+            ),
+            "config error at `endpoints[0].secrets`: at least one secret version is required",
+        ),
+        (
+            plus(&github_endpoint("").replace("version = \"v1\"", "version = \"\"")),
+            "config error at `endpoints[0].secrets[0].version`: must not be empty",
+        ),
+        (
+            plus(&github_endpoint("").replace(
+                "[{ version = \"v1\", value = \"gh-secret\" }]",
+                "[{ version = \"v1\", value = \"a\" }, { version = \"v1\", value = \"b\" }]",
+            )),
+            "config error at `endpoints[0].secrets[1].version`: duplicate version \"v1\"",
+        ),
+        (
+            plus(&github_endpoint("").replace("\"gh-secret\"", "\"env:HOOKGATE_TEST_UNSET_VAR\"")),
+            "config error at `endpoints[0].secrets[0].value`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",
+        ),
+        (
+            plus(&github_endpoint("").replace("\"gh-secret\"", "\"\"")),
+            "config error at `endpoints[0].secrets[0].value`: secret from <literal, redacted> is empty",
+        ),
+        (
+            plus(&sw_endpoint("").replace(SW_SECRET, "whsec_not base64!")),
+            "config error at `endpoints[0].secrets[0].value`: secret must be whsec_ followed by base64 for provider standard_webhooks",
+        ),
+        (
+            plus(&github_endpoint("").replace(
+                "value = \"gh-secret\"",
+                "value = \"gh-secret\", not_after = \"tomorrow\"",
+            )),
+            "config error at `endpoints[0].secrets[0].not_after`: must be an RFC 3339 time, e.g. 2026-12-07T00:00:00Z",
+        ),
+        (
+            plus(
+                &github_endpoint("")
+                    .replace("value = \"gh-secret\"", "value = \"gh-secret\", colour = 1"),
+            ),
+            "config error at `line 14`: unknown field `colour`, expected one of `version`, `value`, `not_after`, `retired`",
+        ),
+        (
+            plus(&github_endpoint("handlers = [\"audit\"]\n")),
+            "config error at `endpoints[0].handlers[0]`: unknown handler \"audit\"; known: payments_projection",
+        ),
+        (
+            plus(&github_endpoint("handlers = [\"payments_projection\"]\n")),
+            "config error at `endpoints[0].handlers[0]`: payments_projection handles Stripe endpoints only",
+        ),
+        (
+            plus(
+                "[[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nsecrets = [{ version = \"v1\", value = \"whsec_x\" }]\nhandlers = [\"payments_projection\"]\n",
+            ),
+            "config error at `endpoints[0].handlers`: payments_projection fetches from Stripe's API: configure [providers.stripe]",
+        ),
+        (
+            plus(
+                "[providers.stripe]\napi_key = \"sk\"\n[[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nsecrets = [{ version = \"v1\", value = \"whsec_x\" }]\nhandlers = [\"payments_projection\", \"payments_projection\"]\n",
+            ),
+            "config error at `endpoints[0].handlers[1]`: duplicate handler \"payments_projection\"",
+        ),
+        (
+            plus(&github_endpoint("object_id_pointer = \"/id\"\n")),
+            "config error at `endpoints[0].object_id_pointer`: only Standard Webhooks and Svix endpoints take object pointers; github extracts its own",
+        ),
+        (
+            plus(&sw_endpoint("object_version_pointer = \"data.version\"\n")),
+            "config error at `endpoints[0].object_version_pointer`: must be a JSON pointer, e.g. /data/version",
+        ),
+        (
+            plus(&github_endpoint("retry = { base_ms = 0 }\n")),
+            "config error at `endpoints[0].retry.base_ms`: must be greater than 0",
+        ),
+        (
+            plus(&github_endpoint("retry = { base_ms = 100, cap_ms = 10 }\n")),
+            "config error at `endpoints[0].retry.cap_ms`: must be at least base_ms",
+        ),
+        (
+            plus(&github_endpoint("retry = { max_attempts = 0 }\n")),
+            "config error at `endpoints[0].retry.max_attempts`: must be between 1 and 1000",
+        ),
+        (
+            plus(&github_endpoint("retry = { max_attempts = 1001 }\n")),
+            "config error at `endpoints[0].retry.max_attempts`: must be between 1 and 1000",
+        ),
+        (
+            plus(&github_endpoint("retry = { jitter = true }\n")),
+            "config error at `line 15`: unknown field `jitter`, expected one of `base_ms`, `cap_ms`, `max_attempts`",
+        ),
+        (
+            plus(&github_endpoint("rate_limit = { per_second = 0 }\n")),
+            "config error at `endpoints[0].rate_limit.per_second`: must be at least 1",
+        ),
+        (
+            plus(&github_endpoint("destinations = [\"nope\"]\n")),
+            "config error at `endpoints[0].destinations[0]`: unknown destination \"nope\"; configured: []",
+        ),
+        (
+            plus(&format!(
+                "{}\n{}",
+                http_destination(""),
+                github_endpoint("destinations = [\"svc\", \"svc\"]\n")
+            )),
+            "config error at `endpoints[0].destinations[1]`: duplicate destination \"svc\"",
+        ),
+        // [relay]
+        (
+            plus("[relay]\nlease_seconds = 0\n"),
+            "config error at `relay.lease_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus("[relay]\nlease_seconds = 86401\n"),
+            "config error at `relay.lease_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus("[relay]\npoll_interval_ms = 0\n"),
+            "config error at `relay.poll_interval_ms`: must be between 1 and 60000",
+        ),
+        (
+            plus("[relay]\nbatch = 3\n"),
+            "config error at `line 12`: unknown field `batch`, expected one of `enabled`, `lease_seconds`, `poll_interval_ms`",
+        ),
+        // [[destinations]], both kinds
+        (
+            plus(&http_destination("").replace("id = \"svc\"", "id = \"a b\"")),
+            "config error at `destinations[0].id`: must be 1-128 characters of A-Z a-z 0-9 - _ .",
+        ),
+        (
+            plus(&format!(
+                "{}\n{}",
+                http_destination(""),
+                http_destination("")
+            )),
+            "config error at `destinations[1].id`: duplicate destination id \"svc\"",
+        ),
+        (
+            plus("[[destinations]]\nid = \"svc\"\nkind = \"smtp\"\nurl = \"x\"\n"),
+            "config error at `line 11`: unknown kind \"smtp\"; known: http, nats",
+        ),
+        (
+            plus("[[destinations]]\nid = \"svc\"\nurl = \"x\"\n"),
+            "config error at `line 11`: missing field `kind`",
+        ),
+        (
+            plus("[[destinations]]\nid = \"svc\"\nkind = \"http\"\n"),
+            "config error at `destinations[0].url`: is required",
+        ),
+        (
+            plus("[[destinations]]\nid = \"svc\"\nkind = \"http\"\nurl = \" \"\n"),
+            "config error at `destinations[0].url`: is required",
+        ),
+        (
+            plus("[[destinations]]\nkind = \"http\"\nurl = \"https://example.com/\"\n"),
+            "config error at `line 11`: kind = \"http\": missing field `id`",
+        ),
+        (
+            plus(&http_destination("timeout_ms = 0\n")),
+            "config error at `destinations[0].timeout_ms`: must be between 1 and 300000",
+        ),
+        (
+            plus(&http_destination("timeout_ms = 300001\n")),
+            "config error at `destinations[0].timeout_ms`: must be between 1 and 300000",
+        ),
+        (
+            plus(&http_destination("timeout_ms = 59000\n")),
+            "config error at `destinations[0].timeout_ms`: must be shorter than relay.lease_seconds (60 s) by at least a second, or a slow delivery would be taken over while still running",
+        ),
+        (
+            plus(&nats_destination("timeout_ms = 4000\n").replace(
+                "[[destinations]]",
+                "[relay]\nlease_seconds = 5\n\n[[destinations]]",
+            )),
+            "config error at `destinations[0].timeout_ms`: must be shorter than relay.lease_seconds (5 s) by at least a second, or a slow delivery would be taken over while still running",
+        ),
+        (
+            plus(&http_destination("concurrency = 0\n")),
+            "config error at `destinations[0].concurrency`: must be between 1 and 1024",
+        ),
+        (
+            plus(&nats_destination("concurrency = 1025\n")),
+            "config error at `destinations[0].concurrency`: must be between 1 and 1024",
+        ),
+        (
+            plus(&http_destination("rate_limit = { per_second = 0 }\n")),
+            "config error at `destinations[0].rate_limit.per_second`: must be at least 1",
+        ),
+        (
+            plus(&nats_destination(
+                "rate_limit = { per_second = 1, burst = 0 }\n",
+            )),
+            "config error at `destinations[0].rate_limit.burst`: must be at least 1",
+        ),
+        (
+            plus(&http_destination("retry = { base_ms = 0 }\n")),
+            "config error at `destinations[0].retry.base_ms`: must be greater than 0",
+        ),
+        (
+            plus(&nats_destination("retry = { max_attempts = 0 }\n")),
+            "config error at `destinations[0].retry.max_attempts`: must be between 1 and 1000",
+        ),
+        (
+            plus(&http_destination("colour = 1\n")),
+            "config error at `line 11`: kind = \"http\": unknown field `colour`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+        ),
+        // The relay's lease must fit one rate-limiter slot, the timeout and a second.
+        (
+            plus(&http_destination(
+                "timeout_ms = 58800\nrate_limit = { per_second = 4, burst = 100 }\n",
+            )),
+            "config error at `destinations[0].rate_limit.per_second`: destination \"svc\" could not deliver a single row per lease: at 4 per second a delivery may wait 250 ms for its slot, but relay.lease_seconds (60 s) leaves only 200 ms after timeout_ms (58800 ms) and a second to record the result; raise rate_limit.per_second or relay.lease_seconds, or lower timeout_ms",
+        ),
+        (
+            plus(
+                &nats_destination("timeout_ms = 1500\nrate_limit = { per_second = 1 }\n").replace(
+                    "[[destinations]]",
+                    "[relay]\nlease_seconds = 3\n\n[[destinations]]",
+                ),
+            ),
+            "config error at `destinations[0].rate_limit.per_second`: destination \"bus\" could not deliver a single row per lease: at 1 per second a delivery may wait 1000 ms for its slot, but relay.lease_seconds (3 s) leaves only 500 ms after timeout_ms (1500 ms) and a second to record the result; raise rate_limit.per_second or relay.lease_seconds, or lower timeout_ms",
+        ),
+        // kind = "http"
+        (
+            plus(&http_destination("").replace("https://example.com/hook", "not a url")),
+            "config error at `destinations[0].url`: must be an absolute http:// or https:// URL",
+        ),
+        (
+            plus(&http_destination("").replace("https://example.com/hook", "ftp://example.com/")),
+            "config error at `destinations[0].url`: url must be http:// or https://",
+        ),
+        (
+            plus(&http_destination("").replace("https://example.com/hook", "http://127.0.0.1:9/")),
+            "config error at `destinations[0].url`: url is a private or loopback address; set allow_private_network = true to allow it",
+        ),
+        (
+            plus(&http_destination("").replace("https://example.com/hook", "http://localhost/")),
+            "config error at `destinations[0].url`: url is a private or loopback address; set allow_private_network = true to allow it",
+        ),
+        (
+            plus(&http_destination("headers = { \"webhook-id\" = \"x\" }\n")),
+            "config error at `destinations[0].headers.webhook-id`: is set by hookgate and cannot be overridden",
+        ),
+        (
+            plus(&http_destination("headers = { \"Host\" = \"x\" }\n")),
+            "config error at `destinations[0].headers.Host`: is set by hookgate and cannot be overridden",
+        ),
+        (
+            plus(&http_destination("headers = { \"bad header\" = \"x\" }\n")),
+            "config error at `destinations[0].headers.bad header`: is not a valid header name",
+        ),
+        (
+            plus(&http_destination(
+                "headers = { \"X-A\" = \"line\\nbreak\" }\n",
+            )),
+            "config error at `destinations[0].headers.X-A`: is not a valid header value",
+        ),
+        (
+            plus(&http_destination("signing_secrets = [\"not base64!\"]\n")),
+            "config error at `destinations[0].signing_secrets[0]`: secret must be whsec_ followed by base64 (a whsec_ Standard Webhooks secret)",
+        ),
+        (
+            plus(&http_destination(
+                "signing_secrets = [\"env:HOOKGATE_TEST_UNSET_VAR\"]\n",
+            )),
+            "config error at `destinations[0].signing_secrets[0]`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",
+        ),
+        (
+            plus(&http_destination("stream = \"S\"\n")),
+            "config error at `line 11`: kind = \"http\": unknown field `stream`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+        ),
+        (
+            plus(&http_destination("subject = \"a.b\"\n")),
+            "config error at `line 11`: kind = \"http\": unknown field `subject`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+        ),
+        (
+            plus(&http_destination("duplicate_window_seconds = 200\n")),
+            "config error at `line 11`: kind = \"http\": unknown field `duplicate_window_seconds`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+        ),
+        (
+            plus(&http_destination("allow_private_network = \"yes\"\n")),
+            "config error at `line 11`: kind = \"http\": invalid type: string \"yes\", expected a boolean",
+        ),
+        // kind = "nats"
+        (
+            plus(&nats_destination("").replace("nats://127.0.0.1:4222", "http://127.0.0.1:4222")),
+            "config error at `destinations[0].url`: must start with nats:// or tls://",
+        ),
+        (
+            plus(&nats_destination("").replace("stream = \"HOOKS\"\n", "")),
+            "config error at `destinations[0].stream`: is required for kind = \"nats\"",
+        ),
+        (
+            plus(&nats_destination("").replace("\"HOOKS\"", "\"HO.OKS\"")),
+            "config error at `destinations[0].stream`: must be 1-64 characters of A-Z a-z 0-9 - _",
+        ),
+        (
+            plus(&nats_destination("").replace("\"HOOKS\"", "\"\"")),
+            "config error at `destinations[0].stream`: must be 1-64 characters of A-Z a-z 0-9 - _",
+        ),
+        (
+            plus(&nats_destination("subject = \"a.*\"\n")),
+            "config error at `destinations[0].subject`: token \"*\": a placeholder must be a whole token, and literal tokens contain no wildcards or whitespace",
+        ),
+        (
+            plus(&nats_destination("subject = \"a..b\"\n")),
+            "config error at `destinations[0].subject`: has an empty token (`..`, or a leading or trailing `.`)",
+        ),
+        (
+            plus(&nats_destination("subject = \"a.{tenant}\"\n")),
+            "config error at `destinations[0].subject`: unknown placeholder {tenant}; known: {provider}, {endpoint}, {event_type}, {destination}",
+        ),
+        (
+            plus(&nats_destination("duplicate_window_seconds = 179\n")),
+            "config error at `destinations[0].duplicate_window_seconds`: must be at least relay.lease_seconds + 120 (180 s): longer than a lease plus a restart",
+        ),
+        (
+            plus(&nats_destination("headers = { \"X-A\" = \"b\" }\n")),
+            "config error at `line 11`: kind = \"nats\": unknown field `headers`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `stream`, `subject`, `duplicate_window_seconds`",
+        ),
+        (
+            plus(&nats_destination("signing_secrets = []\n")),
+            "config error at `line 11`: kind = \"nats\": unknown field `signing_secrets`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `stream`, `subject`, `duplicate_window_seconds`",
+        ),
+        (
+            plus(&nats_destination("allow_private_network = true\n")),
+            "config error at `line 11`: kind = \"nats\": unknown field `allow_private_network`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `stream`, `subject`, `duplicate_window_seconds`",
+        ),
+    ]
+}
+
+#[test]
+fn config_invalid_files_name_the_key() {
+    let mut wrong = Vec::new();
+    for (text, expected) in invalid_cases() {
+        match load(&text) {
+            Ok(_) => wrong.push(format!("accepted:\n{text}")),
+            Err(e) if e.to_string() == expected => {}
+            Err(e) => wrong.push(format!(
+                "{:?}\n  expected {expected:?}\n  in:\n{text}",
+                e.to_string()
+            )),
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        wrong.len(),
+        invalid_cases().len(),
+        wrong.join("\n\n")
+    );
+}
+
+/// A file with every section, for the exact `config check` output. The Stripe API key is
+/// `env:PATH`, a variable every test process has, so an `env:` source is printed.
+fn full_file() -> String {
+    format!(
+        "{}\n{}\n{}\n{}\n{}",
+        base_with(
+            "listen = \"127.0.0.1:8080\"\n",
+            "listen = \"0.0.0.0:8443\"\ntls = { cert = \"c.pem\", key = \"k.pem\" }\n\
+             trusted_proxies = [\"10.0.0.0/8\"]\nper_client_rate = { per_second = 5, burst = 6 }\n",
+        )
+        .replacen("sqlite://x.db", "postgres://hook:hunter2@db:5432/hooks", 1)
+            + "\n[admin]\nlisten = \"127.0.0.1:9090\"\n\n[log]\nformat = \"json\"\n\n\
+           [providers.stripe]\napi_key = \"env:PATH\"\n\n[relay]\nlease_seconds = 90\n",
+        "[[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nhandlers = [\"payments_projection\"]\n\
+         allowed_event_types = [\"payment_intent.*\"]\nrate_limit = { per_second = 3 }\n\
+         secrets = [{ version = \"v2\", value = \"whsec_new\" }, \
+         { version = \"v1\", value = \"whsec_old\", not_after = \"2026-12-07T00:00:00Z\", retired = true }]\n",
+        sw_endpoint(
+            "destinations = [\"svc\", \"bus\"]\nobject_id_pointer = \"/data/id\"\nobject_version_pointer = \"/data/v\"\n"
+        ),
+        http_destination(
+            "rate_limit = { per_second = 4 }\nheaders = { \"X-Team\" = \"payments\" }\n\
+             signing_secrets = [\"whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2VjcmV0\"]\n"
+        )
+        .replace(
+            "https://example.com/hook",
+            "https://user:pw@example.com/hook?token=abc"
+        ),
+        nats_destination("").replace("nats://127.0.0.1:4222", "nats://bus:pw@127.0.0.1:4222"),
+    )
+}
+
+/// `config check` prints exactly this: every resolved value, secrets and URL credentials redacted.
+#[test]
+fn config_check_output_is_exact() {
+    let c = load(&full_file()).unwrap();
+    let expected = r#"[server]
+listen = "0.0.0.0:8443"
+tls = { cert = "/nonexistent/c.pem", key = "/nonexistent/k.pem" }
+trusted_proxies = ["10.0.0.0/8"]
+max_in_flight = 128
+max_connections = 4096
+per_client_rate = { per_second = 5, burst = 6 }
+max_header_count = 64
+max_header_bytes = 16384
+request_timeout_ms = 10000
+
+[admin]
+listen = "127.0.0.1:9090"
+
+[store]
+url = "postgres://hook:<redacted>@db:5432/hooks"
+group_commit = true
+max_batch = 512
+queue_capacity = 8192
+max_queue_wait_ms = 250
+pool_size = 16
+
+[payload_encryption]
+active = 1
+# key version 1: from <literal, redacted> (32 bytes, redacted)
+
+[log]
+format = "json"
+level = "info"
+
+[worker]
+concurrency = 4
+lease_seconds = 30
+poll_interval_ms = 200
+
+[providers.stripe]
+api_base = "https://api.stripe.com"
+# api_key from env:PATH (redacted)
+timeout_ms = 10000
+
+[[endpoints]]
+id = "pay"
+provider = "stripe"
+tolerance_seconds = 300
+max_body_bytes = 1048576
+allowed_event_types = ["payment_intent.*"]
+rate_limit = { per_second = 3, burst = 3 }
+retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
+handlers = ["payments_projection"]
+# secret version "v2" from <literal, redacted> (redacted)
+# secret version "v1" from <literal, redacted> (redacted), retired = true, not_after = "2026-12-07T00:00:00Z"
+
+[[endpoints]]
+id = "sw"
+provider = "standard_webhooks"
+tolerance_seconds = 300
+max_body_bytes = 1048576
+# allowed_event_types: all
+retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
+handlers = []
+destinations = ["svc", "bus"]
+object_id_pointer = "/data/id"
+object_version_pointer = "/data/v"
+# secret version "v1" from <literal, redacted> (redacted)
+
+[relay]
+enabled = true
+lease_seconds = 90
+poll_interval_ms = 200
+
+[[destinations]]
+id = "svc"
+kind = "http"
+url = "https://example.com/hook?%3Credacted%3E"
+allow_private_network = false
+# headers (values redacted): ["x-team"]
+# signing secret from <literal, redacted> (redacted)
+timeout_ms = 10000
+concurrency = 8
+rate_limit = { per_second = 4, burst = 4 }
+retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
+
+[[destinations]]
+id = "bus"
+kind = "nats"
+url = "nats://bus:<redacted>@127.0.0.1:4222"
+stream = "HOOKS"
+# subject filter: webhooks.*.*
+duplicate_window_seconds = 86400
+timeout_ms = 10000
+concurrency = 8
+retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
+"#;
+    assert_eq!(render_redacted(&c), expected);
+}
