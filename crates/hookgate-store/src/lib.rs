@@ -1,32 +1,47 @@
-//! The store: the inbox is the source of truth (DESIGN.md §4).
+//! The store: the inbox is the source of truth, and only this crate knows SQL.
 //!
-//! [`Store`] is the one interface the binary sees; only this crate knows SQL. Backends:
-//! `sqlite` (embedded default: one writer thread, group commit, WAL, `synchronous=FULL`) and
-//! `postgres` (several gateway instances on one database). Both share the same tables,
-//! columns, status values and unique key, and one conformance suite (`tests/`) runs on both.
+//! The interface is split by who calls it (see [`store`]): [`InboxStore`] (acceptance),
+//! [`ProcessingStore`] (the worker), [`OutboxStore`] (the relay) and [`InspectStore`]
+//! (read-only: CLI, admin API, benchmark, tests); [`Store`] is their union and
+//! [`SharedStore`] what the binary holds. [`open`] opens a backend from a store URL.
+//!
+//! Backends: `sqlite` (embedded default: one writer thread, group commit, WAL,
+//! `synchronous=FULL`) and `postgres` (several gateway instances on one database). Both have
+//! the same tables, columns, status values and unique key (ARCHITECTURE.md), read rows back
+//! through one mapping ([`rows`]) and share every statement whose text is the same on both
+//! ([`statements`]); one conformance suite (`tests/it/conformance/`) runs on both. The
+//! payments handler's business table (`payment_state`) is written and read only in each
+//! backend's `payments.rs`.
 //!
 //! Acceptance is one atomic conflict-ignoring insert of the inbox row; a duplicate reads the
 //! existing row's id. Concurrent acceptances share a transaction and a commit (group commit);
 //! each caller is answered only after that commit, and one bad row never fails its batch.
 
 use std::fmt;
-use std::sync::Arc;
 
 use hookgate_core::{InboxStatus, Outcome};
 
 mod admission;
 mod lease;
+mod migrations;
+mod open;
 pub mod outbox;
+mod payments;
 pub mod postgres;
 pub mod processing;
+mod rows;
 pub mod sqlite;
+mod statements;
+pub mod store;
 
-pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
+pub use open::{OpenOptions, open};
+pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 pub use processing::{
     BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
     ProcessingResult,
 };
 pub use sqlite::{CommitStats, SqliteStore};
+pub use store::{InboxStore, InspectStore, OutboxStore, ProcessingStore, SharedStore, Store};
 
 /// A verified event, sealed, ready to become an inbox row.
 #[derive(Clone)]
@@ -136,16 +151,6 @@ pub struct Backlog {
     pub outbox_failed: u64,
 }
 
-/// One query for [`Store::backlog`]; the same SQL on both backends (each count is served by
-/// a status index).
-pub(crate) const BACKLOG_SQL: &str = "SELECT \
-     (SELECT count(*) FROM inbox WHERE status = 'RECEIVED'), \
-     (SELECT min(received_at) FROM inbox WHERE status = 'RECEIVED'), \
-     (SELECT count(*) FROM inbox WHERE status = 'FAILED'), \
-     (SELECT count(*) FROM outbox WHERE status = 'PENDING'), \
-     (SELECT min(created_at) FROM outbox WHERE status = 'PENDING'), \
-     (SELECT count(*) FROM outbox WHERE status = 'FAILED')";
-
 /// Filter for listing events (operator CLI, tests, benchmark verification).
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
@@ -156,7 +161,8 @@ pub struct EventFilter {
 }
 
 /// Store failures, classified for the caller's decision. Never carries payload bytes.
-#[derive(Debug, thiserror::Error)]
+/// `Clone`: every caller of a failed batch gets the same error.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// The database cannot be reached or refused the work (503; the provider retries).
     #[error("store unavailable: {0}")]
@@ -174,142 +180,6 @@ pub enum StoreError {
     #[error("invalid store configuration: {0}")]
     Config(String),
 }
-
-/// The store interface shared by every backend. Its outbox half is [`OutboxStore`].
-#[async_trait::async_trait]
-pub trait Store: OutboxStore + Send + Sync + 'static {
-    /// Inserts the row under `UNIQUE(provider, endpoint_id, provider_event_id)` and commits
-    /// durably before returning. On conflict, returns the existing row's id.
-    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError>;
-
-    /// Whether an acceptance would be admitted to the commit queue now: `false` while the
-    /// queue holds more than `max_queue_wait` of work. Cheap; the ingress checks it before
-    /// reading a body, so shed requests cost almost nothing.
-    fn admits(&self) -> bool {
-        true
-    }
-
-    /// Cheap liveness probe of the database (for `/readyz`).
-    async fn ping(&self) -> Result<(), StoreError>;
-
-    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError>;
-
-    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError>;
-
-    /// Number of inbox rows, all statuses (benchmark and test verification).
-    async fn count_inbox(&self) -> Result<u64, StoreError>;
-
-    /// Durable work still to do, for the lag gauges on `/metrics` (alert on these, not on
-    /// queue depth alone).
-    async fn backlog(&self) -> Result<Backlog, StoreError>;
-
-    /// The distinct `provider_event_id`s stored for `endpoint_id`, sorted ascending
-    /// (the benchmark checks that exactly the sent events were stored).
-    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError>;
-
-    /// Finishes queued work and stops accepting new work (graceful shutdown).
-    async fn close(&self);
-
-    // ---- Processing (DESIGN.md §5–§6; see [`processing`]) ----
-
-    /// Leases up to `limit` due rows: `RECEIVED`, `next_attempt_at <= now_ms`, and no lease or
-    /// an expired one. Each gets `lease_owner = owner`, `lease_until = now_ms + lease_ms` and
-    /// `attempt_count + 1`, committed before returning (PostgreSQL: `FOR UPDATE SKIP LOCKED`,
-    /// so concurrent callers never get the same row; SQLite: a claim through the writer).
-    /// Without `with_payload` the sealed payloads are not read at all — for workers whose
-    /// endpoints have no handlers, which never open them; on PostgreSQL each is ~10 KiB read
-    /// back out of TOAST.
-    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError>;
-
-    /// [`Store::lease`] with the payloads.
-    async fn lease_due(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease(LeaseRequest {
-            owner,
-            now_ms,
-            lease_ms,
-            limit,
-            with_payload: true,
-        })
-        .await
-    }
-
-    /// [`Store::lease`] without the payloads (`payload` is `None` in every record).
-    async fn lease_due_without_payload(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease(LeaseRequest {
-            owner,
-            now_ms,
-            lease_ms,
-            limit,
-            with_payload: false,
-        })
-        .await
-    }
-
-    /// Commits the outcome of one leased row in ONE transaction, fenced on the lease
-    /// (`lease_owner = owner AND lease_until > now_ms`, else [`ProcessingError::LeaseLost`]
-    /// and nothing is written): the version gate on `object_state` (when the row has an object
-    /// id and version: apply only if newer; a stale row becomes `PROCESSED`/`stale` and nothing
-    /// else is written), then per handler its `processed_events` marker and, if the marker is
-    /// new, its business changes; one `PENDING` outbox row per destination; and
-    /// `PROCESSED`/`applied`. Returns the outcome.
-    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError>;
-
-    /// Commits the outcomes of rows leased together, each exactly as [`Store::complete`]
-    /// would (its own fence, gate and effects); one result per row, in order, and a row whose
-    /// lease was lost does not hold back the others. The default runs the completions
-    /// concurrently, so a group-committing backend (SQLite) commits them together; PostgreSQL
-    /// runs them in one transaction.
-    async fn complete_all(
-        &self,
-        results: Vec<ProcessingResult>,
-    ) -> Vec<Result<Outcome, ProcessingError>> {
-        futures_util::future::join_all(results.into_iter().map(|r| self.complete(r))).await
-    }
-
-    /// Records a failed attempt, fenced like [`Store::complete`]: back to `RECEIVED` due at
-    /// `retry_at_ms`, or `FAILED` when it is `None`; `last_error` bounded; lease released.
-    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError>;
-
-    /// Operator retry: a `FAILED` row becomes `RECEIVED`, due at `now_ms`, attempts reset.
-    /// `false` when the row does not exist or is not `FAILED`.
-    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError>;
-
-    /// The newest applied version of an object (the gate's `object_state`).
-    async fn object_version(
-        &self,
-        provider: &str,
-        endpoint_id: &str,
-        object_id: &str,
-    ) -> Result<Option<i64>, StoreError>;
-
-    /// A row of the `payment_state` projection.
-    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError>;
-
-    /// The consumers with a `processed_events` marker for one event, sorted.
-    async fn processed_markers(
-        &self,
-        provider: &str,
-        endpoint_id: &str,
-        provider_event_id: &str,
-    ) -> Result<Vec<String>, StoreError>;
-
-    /// The destinations with an outbox row for `inbox_id`, sorted.
-    async fn outbox_destinations(&self, inbox_id: &str) -> Result<Vec<String>, StoreError>;
-}
-
-pub type SharedStore = Arc<dyn Store>;
 
 /// Tuning of group commit, shared by the backends.
 #[derive(Debug, Clone)]

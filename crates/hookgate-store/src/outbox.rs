@@ -1,5 +1,5 @@
-//! The outbox (DESIGN.md §4–§5): one row per (inbox row, destination), written by the
-//! processing transaction ([`crate::Store::complete`]) and delivered by the relay.
+//! The outbox: one row per (inbox row, destination), written by the processing transaction
+//! ([`crate::ProcessingStore::complete_all`]) and delivered by the relay.
 //!
 //! Rows move `PENDING → DELIVERED | FAILED`. The relay leases due `PENDING` rows of ONE
 //! destination at a time (so a destination that is down never holds back another), delivers
@@ -8,7 +8,7 @@
 //! its successor. A crashed relay's rows come back when their lease expires and are delivered
 //! again with the same idempotency key (effectively once; consumers dedupe on the inbox id).
 //!
-//! [`OutboxStore`] is a supertrait of [`crate::Store`], implemented by each backend in its
+//! [`crate::OutboxStore`] is the relay's trait, implemented by each backend in its
 //! `outbox.rs`; only the store knows SQL.
 
 use std::fmt;
@@ -16,7 +16,7 @@ use std::fmt;
 use hookgate_core::OutboxStatus;
 use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, bounded};
 
-use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
+use crate::InboxRecord;
 
 /// An outbox row as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl fmt::Debug for LeasedDelivery {
     }
 }
 
-/// A failed delivery attempt, recorded by [`OutboxStore::fail_delivery`] (fenced on the lease).
+/// A failed delivery attempt, recorded by [`crate::OutboxStore::fail_delivery`] (fenced on the lease).
 #[derive(Debug, Clone)]
 pub struct FailedDelivery {
     pub outbox_id: String,
@@ -67,51 +67,4 @@ impl FailedDelivery {
     pub fn stored_error(&self) -> String {
         bounded(&self.error, MAX_LAST_ERROR_CHARS)
     }
-}
-
-/// The relay's and the operator's view of the outbox.
-#[async_trait::async_trait]
-pub trait OutboxStore: Send + Sync {
-    /// Leases up to `limit` due deliveries of `destination`: `PENDING`,
-    /// `next_attempt_at <= now_ms`, no lease or an expired one. Each gets `lease_owner`,
-    /// `lease_until = now_ms + lease_ms` and `attempt_count + 1`, committed before returning
-    /// (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite: a claim through the writer). Oldest due
-    /// first. Rows whose inbox row is gone are not returned.
-    async fn lease_deliveries(
-        &self,
-        destination: &str,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<LeasedDelivery>, StoreError>;
-
-    /// `PENDING → DELIVERED`, fenced on the lease; [`ProcessingError::LeaseLost`] otherwise.
-    async fn mark_delivered(
-        &self,
-        outbox_id: &str,
-        owner: &str,
-        now_ms: i64,
-    ) -> Result<(), ProcessingError>;
-
-    /// Reschedules (`PENDING`, due at `retry_at_ms`) or fails (`FAILED`) a delivery, fenced on
-    /// the lease; the lease is released and `last_error` stored bounded.
-    async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError>;
-
-    /// Operator retry of ONE event's deliveries: only its `FAILED` ones become `PENDING`, due
-    /// at `now_ms`, attempts reset. Returns how many.
-    async fn retry_deliveries(&self, inbox_id: &str, now_ms: i64) -> Result<u64, StoreError>;
-
-    /// Every delivery of one event, by destination.
-    async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError>;
-
-    /// Events (newest first) that have at least one `FAILED` delivery, filtered by
-    /// `filter.endpoint_id` and `filter.limit` (`filter.status` is ignored).
-    async fn events_with_failed_deliveries(
-        &self,
-        filter: &EventFilter,
-    ) -> Result<Vec<InboxRecord>, StoreError>;
-
-    /// Number of outbox rows in `status` (all destinations).
-    async fn count_deliveries(&self, status: OutboxStatus) -> Result<u64, StoreError>;
 }

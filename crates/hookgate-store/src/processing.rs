@@ -1,9 +1,9 @@
-//! Processing types (DESIGN.md §5–§6): what a worker hands the store, and what it gets back.
+//! Processing types: what a worker hands the store, and what it gets back.
 //!
 //! Only the store knows SQL, so a handler's business change is a typed [`BusinessChange`]
 //! that the store applies inside the processing transaction, together with the version gate,
 //! the `processed_events` markers, the outbox rows and `inbox.status = PROCESSED`
-//! ([`crate::Store::complete`]). Nothing here does I/O.
+//! ([`crate::ProcessingStore::complete_all`]). Nothing here does I/O.
 
 use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, bounded};
 
@@ -35,7 +35,7 @@ pub struct HandlerOutput {
     pub changes: Vec<BusinessChange>,
 }
 
-/// Everything [`crate::Store::complete`] commits for one leased inbox row.
+/// Everything [`crate::ProcessingStore::complete_all`] commits for one leased inbox row.
 #[derive(Debug, Clone)]
 pub struct ProcessingResult {
     pub inbox_id: String,
@@ -48,7 +48,8 @@ pub struct ProcessingResult {
     pub destinations: Vec<String>,
 }
 
-/// A failed attempt, recorded by [`crate::Store::fail_attempt`] (fenced like `complete`).
+/// A failed attempt, recorded by [`crate::ProcessingStore::fail_attempt`] (fenced like a
+/// completion).
 #[derive(Clone)]
 pub struct FailedAttempt {
     pub inbox_id: String,
@@ -77,7 +78,7 @@ impl FailedAttempt {
     }
 }
 
-/// What to lease (see [`crate::Store::lease`]): up to `limit` due rows for `owner`, until
+/// What to lease (see [`crate::ProcessingStore::lease`]): up to `limit` due rows for `owner`, until
 /// `now_ms + lease_ms`.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseRequest<'a> {
@@ -111,7 +112,7 @@ impl ProcessingError {
     }
 }
 
-/// A row of the `payment_state` projection.
+/// A row of the payments handler's `payment_state` projection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaymentState {
     pub object_id: String,

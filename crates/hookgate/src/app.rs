@@ -16,25 +16,16 @@ use crate::state::{AppState, Clock, Runtime};
 use crate::worker::{Processor, WorkerPool};
 use crate::{admin, ingress, telemetry};
 
-/// Opens the backend named by `store.url`.
+/// Opens the backend named by `store.url` (see [`hookgate_store::open`]).
 pub async fn open_store(config: &Config) -> anyhow::Result<SharedStore> {
     let url = &config.store.url;
-    if url.starts_with("sqlite://") {
-        let store =
-            hookgate_store::sqlite::SqliteStore::open_url(url, config.store.group_commit.clone())
-                .with_context(|| format!("store.url: cannot open {url}"))?;
-        Ok(Arc::new(store))
-    } else {
-        let options = hookgate_store::postgres::PostgresOptions {
-            pool_size: config.store.pool_size,
-            group_commit: config.store.group_commit.clone(),
-            ..Default::default()
-        };
-        let store = hookgate_store::postgres::PostgresStore::connect(url, options)
-            .await
-            .with_context(|| format!("store.url: cannot use {}", crate::config::redact_url(url)))?;
-        Ok(Arc::new(store))
-    }
+    let options = hookgate_store::OpenOptions {
+        pool_size: config.store.pool_size,
+        group_commit: config.store.group_commit.clone(),
+    };
+    hookgate_store::open(url, options)
+        .await
+        .with_context(|| format!("store.url: cannot open {}", crate::config::redact_url(url)))
 }
 
 /// A running gateway.

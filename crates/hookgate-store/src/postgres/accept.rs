@@ -13,10 +13,11 @@
 //!    a batch of this one a moment ago) and their ids are read back in the same transaction;
 //!    then COMMIT, and only then is each caller answered.
 //!
-//! Deadlock / serialization failures retry the whole batch. A row the database refuses makes
+//! The transaction is the shared retrying one (`tx.rs`): deadlock / serialization failures
+//! retry the whole batch, a connection failure before COMMIT is `Unavailable` and a failure
+//! during COMMIT (or a timeout there) `CommitUnknown`. A row the database refuses makes
 //! the batch statement fail; the batch is then split in halves, recursively, until the bad
-//! row stands alone and fails alone while its neighbours commit. A connection failure before
-//! COMMIT is `Unavailable`; a failure during COMMIT (or a timeout there) is `CommitUnknown`.
+//! row stands alone and fails alone while its neighbours commit.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,15 +25,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Object, Pool};
+use deadpool_postgres::{Pool, Transaction};
 use tokio::sync::{Mutex, mpsc};
 
-use super::error::{Failure, classify, classify_commit, duplicate, from_pool};
+use super::error::Failure;
+use super::tx::{Failed, RetryableWrite, with_transaction};
 use crate::admission::{Admission, QueuedAcceptance};
 use crate::{Acceptance, NewInboxRow, StoreError};
-
-/// Attempts of one batch transaction on deadlock / serialization failure.
-const MAX_ATTEMPTS: u32 = 5;
 
 const INSERT_SQL: &str = "\
 INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
@@ -144,7 +143,7 @@ pub(super) async fn commit_rows(
             (Ok(a), false) => Ok(Acceptance::Duplicate {
                 inbox_id: a.inbox_id().to_owned(),
             }),
-            (Err(e), _) => Err(duplicate(e)),
+            (Err(e), _) => Err(e.clone()),
         })
         .collect()
 }
@@ -161,77 +160,46 @@ fn insert_sorted<'a>(
         if rows.is_empty() {
             return Vec::new();
         }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match run_transaction(pool, rows, op_timeout).await {
-                Ok(accepted) => return accepted.into_iter().map(Ok).collect(),
-                Err(Failure::Retry(msg)) if attempt < MAX_ATTEMPTS => {
-                    tracing::debug!(attempt, error = %msg, "postgres accept: retrying batch");
-                    tokio::time::sleep(Duration::from_millis(u64::from(attempt) * 2)).await;
-                }
-                Err(Failure::Retry(msg)) => {
-                    return all_fail(rows.len(), &StoreError::Unavailable(msg));
-                }
-                Err(Failure::Fail(err)) => return all_fail(rows.len(), &err),
-                Err(Failure::Rejected(msg)) if rows.len() == 1 => {
-                    tracing::warn!(error = %msg, "postgres accept: row refused, isolated");
-                    return vec![Err(StoreError::Unavailable(msg))];
-                }
-                Err(Failure::Rejected(msg)) => {
-                    tracing::warn!(rows = rows.len(), error = %msg, "postgres accept: batch refused, splitting");
-                    let (left, right) = rows.split_at(rows.len() / 2);
-                    let mut out = insert_sorted(pool, left, op_timeout).await;
-                    out.extend(insert_sorted(pool, right, op_timeout).await);
-                    return out;
-                }
+        let batch = Batch { rows };
+        match with_transaction(pool, op_timeout, &batch).await {
+            Ok(accepted) => accepted.into_iter().map(Ok).collect(),
+            Err(Failed::Db(Failure::Rejected(msg))) if rows.len() == 1 => {
+                tracing::warn!(error = %msg, "postgres accept: row refused, isolated");
+                vec![Err(StoreError::Unavailable(msg))]
             }
+            Err(Failed::Db(Failure::Rejected(msg))) => {
+                tracing::warn!(rows = rows.len(), error = %msg, "postgres accept: batch refused, splitting");
+                let (left, right) = rows.split_at(rows.len() / 2);
+                let mut out = insert_sorted(pool, left, op_timeout).await;
+                out.extend(insert_sorted(pool, right, op_timeout).await);
+                out
+            }
+            Err(e) => all_fail(rows.len(), &e.into_store_error()),
         }
     })
 }
 
 fn all_fail(n: usize, err: &StoreError) -> Vec<Result<Acceptance, StoreError>> {
-    (0..n).map(|_| Err(duplicate(err))).collect()
+    (0..n).map(|_| Err(err.clone())).collect()
 }
 
-/// Where a transaction was when it stopped, to tell `Unavailable` from `CommitUnknown`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Working,
-    Committing,
+/// One batch's transaction: insert, read back the ids of conflicts (before COMMIT, which
+/// [`with_transaction`] runs).
+struct Batch<'a> {
+    rows: &'a [&'a NewInboxRow],
 }
 
-/// One attempt: acquire, BEGIN, insert, read back the ids of conflicts, COMMIT, all within
-/// `op_timeout`. A connection that timed out is discarded, not returned to the pool.
-async fn run_transaction(
-    pool: &Pool,
-    rows: &[&NewInboxRow],
-    op_timeout: Duration,
-) -> Result<Vec<Acceptance>, Failure> {
-    let mut client = pool.get().await.map_err(|e| Failure::Fail(from_pool(e)))?;
-    let mut phase = Phase::Working;
-    match tokio::time::timeout(op_timeout, transaction_body(&mut client, rows, &mut phase)).await {
-        Ok(result) => result,
-        Err(_) => {
-            drop(Object::take(client));
-            Err(Failure::Fail(match phase {
-                Phase::Working => StoreError::Unavailable("database did not answer in time".into()),
-                Phase::Committing => {
-                    StoreError::CommitUnknown("database did not answer COMMIT in time".into())
-                }
-            }))
-        }
+impl RetryableWrite for Batch<'_> {
+    type Output = Vec<Acceptance>;
+    const LABEL: &'static str = "accept";
+
+    async fn run(&self, tx: &Transaction<'_>) -> Result<Vec<Acceptance>, Failed> {
+        insert_in(tx, self.rows).await
     }
 }
 
-async fn transaction_body(
-    client: &mut Object,
-    rows: &[&NewInboxRow],
-    phase: &mut Phase,
-) -> Result<Vec<Acceptance>, Failure> {
-    let err = |e: tokio_postgres::Error| classify(&e);
-    let tx = client.transaction().await.map_err(err)?;
-    let insert = tx.prepare_cached(INSERT_SQL).await.map_err(err)?;
+async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Acceptance>, Failed> {
+    let insert = tx.prepare_cached(INSERT_SQL).await?;
 
     let ids: Vec<&str> = rows.iter().map(|r| r.inbox_id.as_str()).collect();
     let providers: Vec<&str> = rows.iter().map(|r| r.provider.as_str()).collect();
@@ -274,8 +242,7 @@ async fn transaction_body(
                 &statuses,
             ],
         )
-        .await
-        .map_err(err)?;
+        .await?;
 
     let mut accepted: std::collections::HashSet<Key> = inserted
         .iter()
@@ -301,14 +268,14 @@ async fn transaction_body(
 
     let mut existing: HashMap<Key, String> = HashMap::new();
     if !missing.is_empty() {
-        let select = tx.prepare_cached(EXISTING_SQL).await.map_err(err)?;
+        let select = tx.prepare_cached(EXISTING_SQL).await?;
         let p: Vec<&str> = missing.iter().map(|r| r.provider.as_str()).collect();
         let e: Vec<&str> = missing.iter().map(|r| r.endpoint_id.as_str()).collect();
         let v: Vec<&str> = missing
             .iter()
             .map(|r| r.provider_event_id.as_str())
             .collect();
-        for row in tx.query(&select, &[&p, &e, &v]).await.map_err(err)? {
+        for row in tx.query(&select, &[&p, &e, &v]).await? {
             existing.insert((row.get(0), row.get(1), row.get(2)), row.get(3));
         }
     }
@@ -328,17 +295,18 @@ async fn transaction_body(
             out.push(Acceptance::Duplicate { inbox_id: id });
         } else {
             // The conflicting row was not visible (it cannot vanish; be safe): run again.
-            return Err(Failure::Retry("conflicting inbox row not found".into()));
+            return Err(Failed::Db(Failure::Retry(
+                "conflicting inbox row not found".into(),
+            )));
         }
     }
 
+    // Right before COMMIT, as in the SQLite writer.
     hookgate_core::fail_point!(
         "store.commit",
-        return Err(Failure::Fail(StoreError::CommitUnknown(
+        return Err(Failed::Db(Failure::Fail(StoreError::CommitUnknown(
             "failpoint store.commit".into()
-        )))
+        ))))
     );
-    *phase = Phase::Committing;
-    tx.commit().await.map_err(|e| classify_commit(&e))?;
     Ok(out)
 }

@@ -91,17 +91,6 @@ pub(super) fn from_pool(err: PoolError) -> StoreError {
     }
 }
 
-/// A copy of `err` for another caller (in-batch duplicates share their first copy's error).
-pub(super) fn duplicate(err: &StoreError) -> StoreError {
-    match err {
-        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-        StoreError::CommitUnknown(m) => StoreError::CommitUnknown(m.clone()),
-        StoreError::Overloaded => StoreError::Overloaded,
-        StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
-        StoreError::Config(m) => StoreError::Config(m.clone()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,13 +7,19 @@
 //! dropped on recycle and new ones made on demand). Every connection carries a server-side
 //! `statement_timeout` and, with a schema option, its `search_path`.
 //!
-//! Acceptance uses group commit with several concurrent batch workers (see `accept.rs`);
-//! migrations are serialised across instances by an advisory lock (see `schema.rs`).
+//! Code map: `mod.rs` (this file) opens the pool and implements [`InboxStore`]; `accept.rs`
+//! is group commit with several concurrent batch workers; `tx.rs` the retrying write
+//! transaction that acceptance, processing and the outbox all run in; `processing.rs` and
+//! `outbox.rs` the [`crate::ProcessingStore`] and [`crate::OutboxStore`] impls; `read.rs`
+//! the one read helper and the [`crate::InspectStore`] impl; `payments.rs` the payments
+//! handler's business table; `schema.rs` migrations, serialised across instances by an
+//! advisory lock; `error.rs` the classification of failures.
 //! TLS is not supported yet (`NoTls`): use a local socket, a trusted network or a proxy.
 
 mod accept;
 mod error;
 mod outbox;
+mod payments;
 mod processing;
 mod read;
 mod schema;
@@ -28,13 +34,8 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use self::error::{from_pg, from_pool};
-use crate::admission::Admission;
-use crate::admission::QueuedAcceptance;
-use crate::{
-    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, LeaseRequest,
-    NewInboxRow, PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
-};
-use hookgate_core::Outcome;
+use crate::admission::{Admission, QueuedAcceptance};
+use crate::{Acceptance, GroupCommitOptions, InboxStore, NewInboxRow, StoreError};
 
 /// Tuning of the PostgreSQL backend.
 #[derive(Debug, Clone)]
@@ -77,7 +78,7 @@ impl Default for PostgresOptions {
     }
 }
 
-/// The PostgreSQL store. Cheap to share behind an `Arc`; [`Store::close`] drains it.
+/// The PostgreSQL store. Cheap to share behind an `Arc`; [`InboxStore::close`] drains it.
 pub struct PostgresStore {
     pool: Pool,
     options: PostgresOptions,
@@ -259,7 +260,7 @@ fn finish_read<T>(
 }
 
 #[async_trait::async_trait]
-impl Store for PostgresStore {
+impl InboxStore for PostgresStore {
     async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {
         let deadline = self.options.request_timeout;
         if !self.options.group_commit.enabled {
@@ -304,87 +305,10 @@ impl Store for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(
-            self.options.acquire_timeout.max(Duration::from_millis(500)),
-            async {
-                let stmt = client.prepare_cached(read::PING_SQL).await?;
-                client.query(&stmt, &[]).await
-            },
-        )
-        .await;
-        finish_read(client, res).map(|_| ())
-    }
-
-    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError> {
-        let client = self.client().await?;
-        let sql = read::get_event_sql();
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(&sql).await?;
-            client.query_opt(&stmt, &[&inbox_id]).await
-        })
-        .await;
-        finish_read(client, res)?
-            .as_ref()
-            .map(read::record)
-            .transpose()
-    }
-
-    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError> {
-        let client = self.client().await?;
-        let query = read::ListQuery::new(filter);
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(&query.sql).await?;
-            client.query(&stmt, &query.params()).await
-        })
-        .await;
-        finish_read(client, res)?.iter().map(read::record).collect()
-    }
-
-    async fn count_inbox(&self) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(read::COUNT_SQL).await?;
-            client.query_one(&stmt, &[]).await
-        })
-        .await;
-        let row = finish_read(client, res)?;
-        let n: i64 = row.get(0);
-        u64::try_from(n).map_err(|_| StoreError::Corrupt("negative row count".into()))
-    }
-
-    async fn backlog(&self) -> Result<crate::Backlog, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(crate::BACKLOG_SQL).await?;
-            client.query_one(&stmt, &[]).await
-        })
-        .await;
-        let row = finish_read(client, res)?;
-        let count = |i: usize| {
-            u64::try_from(row.get::<_, i64>(i))
-                .map_err(|_| StoreError::Corrupt("negative row count".into()))
-        };
-        Ok(crate::Backlog {
-            received: count(0)?,
-            oldest_received_at_ms: row.get(1),
-            failed: count(2)?,
-            outbox_pending: count(3)?,
-            oldest_pending_at_ms: row.get(4),
-            outbox_failed: count(5)?,
-        })
-    }
-
-    /// In byte order (`COLLATE "C"`), as SQLite sorts.
-    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(read::DISTINCT_IDS_SQL).await?;
-            client.query(&stmt, &[&endpoint_id]).await
-        })
-        .await;
-        let rows = finish_read(client, res)?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        let timeout = self.options.acquire_timeout.max(Duration::from_millis(500));
+        self.query_within(timeout, read::PING_SQL, &[])
+            .await
+            .map(|_| ())
     }
 
     async fn close(&self) {
@@ -395,88 +319,6 @@ impl Store for PostgresStore {
             let _ = worker.await;
         }
         self.pool.close();
-    }
-
-    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError> {
-        processing::lease_due(&self.pool, self.options.request_timeout, request).await
-    }
-
-    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
-        processing::complete(&self.pool, self.options.request_timeout, &result).await
-    }
-
-    async fn complete_all(
-        &self,
-        results: Vec<ProcessingResult>,
-    ) -> Vec<Result<Outcome, ProcessingError>> {
-        processing::complete_all(&self.pool, self.options.request_timeout, &results).await
-    }
-
-    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError> {
-        processing::fail_attempt(&self.pool, self.options.request_timeout, &attempt).await
-    }
-
-    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
-        processing::retry_event(&self.pool, self.options.request_timeout, inbox_id, now_ms).await
-    }
-
-    async fn object_version(
-        &self,
-        provider: &str,
-        endpoint_id: &str,
-        object_id: &str,
-    ) -> Result<Option<i64>, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client
-                .prepare_cached(processing::OBJECT_VERSION_SQL)
-                .await?;
-            client
-                .query_opt(&stmt, &[&provider, &endpoint_id, &object_id])
-                .await
-        })
-        .await;
-        Ok(finish_read(client, res)?.map(|r| r.get(0)))
-    }
-
-    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(processing::PAYMENT_STATE_SQL).await?;
-            client.query_opt(&stmt, &[&object_id]).await
-        })
-        .await;
-        finish_read(client, res)?
-            .as_ref()
-            .map(processing::payment_state)
-            .transpose()
-    }
-
-    async fn processed_markers(
-        &self,
-        provider: &str,
-        endpoint_id: &str,
-        provider_event_id: &str,
-    ) -> Result<Vec<String>, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(processing::MARKERS_SQL).await?;
-            client
-                .query(&stmt, &[&provider, &endpoint_id, &provider_event_id])
-                .await
-        })
-        .await;
-        Ok(finish_read(client, res)?.iter().map(|r| r.get(0)).collect())
-    }
-
-    async fn outbox_destinations(&self, inbox_id: &str) -> Result<Vec<String>, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(processing::OUTBOX_SQL).await?;
-            client.query(&stmt, &[&inbox_id]).await
-        })
-        .await;
-        Ok(finish_read(client, res)?.iter().map(|r| r.get(0)).collect())
     }
 }
 

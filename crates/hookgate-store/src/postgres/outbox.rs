@@ -7,37 +7,17 @@
 //! and serialization failures retry the whole transaction.
 
 use deadpool_postgres::Transaction;
-use hookgate_core::OutboxStatus;
 use tokio_postgres::Row;
 
+use super::PostgresStore;
 use super::processing::fail_leased;
-use super::read::{COLUMNS, record};
+use super::read::COLUMNS;
 use super::tx::{Failed, RetryableWrite, with_transaction};
-use super::{PostgresStore, finish_read};
 use crate::lease::LeasedTable;
-use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
-use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
-
-const OUTBOX_COLUMNS: &str = "outbox_id, inbox_id, destination, status, attempt_count, \
-     next_attempt_at, last_error, created_at, delivered_at";
-
-fn outbox_record(r: &Row) -> Result<OutboxRecord, StoreError> {
-    let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("outbox row: {e}"));
-    let status: String = r.try_get(3).map_err(corrupt)?;
-    Ok(OutboxRecord {
-        outbox_id: r.try_get(0).map_err(corrupt)?,
-        inbox_id: r.try_get(1).map_err(corrupt)?,
-        destination: r.try_get(2).map_err(corrupt)?,
-        status: status
-            .parse::<OutboxStatus>()
-            .map_err(|_| StoreError::Corrupt("outbox row has an unknown status".into()))?,
-        attempt_count: r.try_get(4).map_err(corrupt)?,
-        next_attempt_at_ms: r.try_get(5).map_err(corrupt)?,
-        last_error: r.try_get(6).map_err(corrupt)?,
-        created_at_ms: r.try_get(7).map_err(corrupt)?,
-        delivered_at_ms: r.try_get(8).map_err(corrupt)?,
-    })
-}
+use crate::outbox::{FailedDelivery, LeasedDelivery};
+use crate::rows::{OUTBOX_COLUMNS, inbox_record, outbox_record};
+use crate::statements::{MARK_DELIVERED, RETRY_DELIVERIES};
+use crate::{OutboxStore, ProcessingError, StoreError};
 
 /// One outbox write, run by [`with_transaction`].
 enum Op<'r> {
@@ -107,7 +87,10 @@ async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
                 .query(&stmt, &[destination, now_ms, owner, lease_until, limit])
                 .await?;
             let get = tx
-                .prepare_cached(&format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = $1"))
+                .prepare_cached(&format!(
+                    "SELECT {} FROM inbox WHERE inbox_id = $1",
+                    *COLUMNS
+                ))
                 .await?;
             let mut out = Vec::with_capacity(rows.len());
             for row in rows {
@@ -122,15 +105,7 @@ async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
             owner,
             now_ms,
         } => {
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE outbox SET status = 'DELIVERED', delivered_at = $3, \
-                         next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, \
-                         last_error = NULL \
-                     WHERE outbox_id = $1 AND status = 'PENDING' \
-                       AND lease_owner = $2 AND lease_until > $3",
-                )
-                .await?;
+            let stmt = tx.prepare_cached(MARK_DELIVERED.postgres()).await?;
             if tx.execute(&stmt, &[outbox_id, owner, now_ms]).await? == 0 {
                 return Err(Failed::LeaseLost);
             }
@@ -153,13 +128,7 @@ async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
             Ok(Done::Count(1))
         }
         Op::Retry { inbox_id, now_ms } => {
-            let stmt = tx
-                .prepare_cached(
-                    "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
-                         next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
-                     WHERE inbox_id = $1 AND status = 'FAILED'",
-                )
-                .await?;
+            let stmt = tx.prepare_cached(RETRY_DELIVERIES.postgres()).await?;
             Ok(Done::Count(tx.execute(&stmt, &[inbox_id, now_ms]).await?))
         }
     }
@@ -197,7 +166,7 @@ impl OutboxStore for PostgresStore {
             if let Some(event) = event {
                 out.push(LeasedDelivery {
                     delivery: outbox_record(&delivery)?,
-                    event: record(&event)?,
+                    event: inbox_record(&event)?,
                 });
             }
         }
@@ -248,56 +217,5 @@ impl OutboxStore for PostgresStore {
             Done::Count(n) => Ok(n),
             Done::Leased(_) => Err(unexpected()),
         }
-    }
-
-    async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError> {
-        let client = self.client().await?;
-        let sql = format!(
-            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE inbox_id = $1 \
-             ORDER BY destination COLLATE \"C\""
-        );
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(&sql).await?;
-            client.query(&stmt, &[&inbox_id]).await
-        })
-        .await;
-        finish_read(client, res)?
-            .iter()
-            .map(outbox_record)
-            .collect()
-    }
-
-    async fn events_with_failed_deliveries(
-        &self,
-        filter: &EventFilter,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        let client = self.client().await?;
-        let sql = format!(
-            "SELECT {COLUMNS} FROM inbox WHERE inbox_id IN \
-                 (SELECT inbox_id FROM outbox WHERE status = 'FAILED') \
-               AND ($1::TEXT IS NULL OR endpoint_id = $1) \
-             ORDER BY received_at DESC, inbox_id DESC LIMIT $2"
-        );
-        let endpoint_id = filter.endpoint_id.as_deref();
-        let limit = filter.limit.map(i64::from);
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client.prepare_cached(&sql).await?;
-            client.query(&stmt, &[&endpoint_id, &limit]).await
-        })
-        .await;
-        finish_read(client, res)?.iter().map(record).collect()
-    }
-
-    async fn count_deliveries(&self, status: OutboxStatus) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        let res = tokio::time::timeout(self.read_timeout(), async {
-            let stmt = client
-                .prepare_cached("SELECT count(*) FROM outbox WHERE status = $1")
-                .await?;
-            client.query_one(&stmt, &[&status.as_str()]).await
-        })
-        .await;
-        let n: i64 = finish_read(client, res)?.get(0);
-        u64::try_from(n).map_err(|_| StoreError::Corrupt("negative row count".into()))
     }
 }

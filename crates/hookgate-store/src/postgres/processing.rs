@@ -7,31 +7,70 @@
 //! one of them, and the lease fence (`lease_owner`, `lease_until`) decides who may complete.
 //! Deadlocks and serialization failures retry the whole transaction.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use deadpool_postgres::{Pool, Transaction};
 use hookgate_core::Outcome;
 
 use super::error::Failure;
-use super::read::{COLUMNS, record};
 use super::tx::{Failed, RetryableWrite, with_transaction};
+use super::{PostgresStore, payments};
 use crate::lease::LeasedTable;
-use crate::processing::{
-    BusinessChange, FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+use crate::processing::{FailedAttempt, LeaseRequest, ProcessingError, ProcessingResult};
+use crate::rows::{inbox_record, inbox_select_list};
+use crate::statements::{
+    COMPLETE_FENCE, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RETRY_EVENT, VERSION_GATE,
 };
-use crate::{InboxRecord, StoreError};
+use crate::{InboxRecord, ProcessingStore, StoreError};
 
 /// `i.col, i.col, ...` for statements joining the inbox with something else; without the
 /// payload, `NULL` in its place (never read out of TOAST).
 fn prefixed_columns(with_payload: bool) -> String {
-    COLUMNS
-        .split(',')
-        .map(|c| match c.trim() {
-            "payload" if !with_payload => "NULL::bytea".to_owned(),
-            c => format!("i.{c}"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    inbox_select_list(|c| match c {
+        "payload" if !with_payload => "NULL::bytea".to_owned(),
+        c => format!("i.{c}"),
+    })
+}
+
+/// The completion fence, locking the row until COMMIT.
+static FENCE_FOR_UPDATE: LazyLock<String> =
+    LazyLock::new(|| format!("{} FOR UPDATE", COMPLETE_FENCE.postgres()));
+
+#[async_trait::async_trait]
+impl ProcessingStore for PostgresStore {
+    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError> {
+        lease_due(&self.pool, self.options.request_timeout, request).await
+    }
+
+    async fn complete_all(
+        &self,
+        results: Vec<ProcessingResult>,
+    ) -> Vec<Result<Outcome, ProcessingError>> {
+        complete_all(&self.pool, self.options.request_timeout, &results).await
+    }
+
+    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError> {
+        with_transaction(
+            &self.pool,
+            self.options.request_timeout,
+            &Op::Fail(&attempt),
+        )
+        .await
+        .map(|_| ())
+        .map_err(Failed::into_processing_error)
+    }
+
+    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let op = Op::Retry { inbox_id, now_ms };
+        match with_transaction(&self.pool, self.options.request_timeout, &op)
+            .await
+            .map_err(Failed::into_store_error)?
+        {
+            Done::Flag(f) => Ok(f),
+            _ => Err(unexpected()),
+        }
+    }
 }
 
 /// One processing write, run by [`with_transaction`].
@@ -94,7 +133,7 @@ fn unexpected() -> StoreError {
     StoreError::Corrupt("unexpected processing result".into())
 }
 
-pub(super) async fn lease_due(
+async fn lease_due(
     pool: &Pool,
     timeout: Duration,
     lease: LeaseRequest<'_>,
@@ -103,7 +142,7 @@ pub(super) async fn lease_due(
         .await
         .map_err(Failed::into_store_error)?
     {
-        Done::Rows(rows) => rows.iter().map(record).collect(),
+        Done::Rows(rows) => rows.iter().map(inbox_record).collect(),
         _ => Err(unexpected()),
     }
 }
@@ -135,7 +174,7 @@ async fn lease_in(
         .await?)
 }
 
-pub(super) async fn complete(
+async fn complete(
     pool: &Pool,
     timeout: Duration,
     result: &ProcessingResult,
@@ -151,7 +190,7 @@ pub(super) async fn complete(
 /// [`complete`] for several rows in one transaction (one commit, one WAL flush). If the
 /// database refuses a statement, each row is completed on its own so that only the bad one
 /// fails; any other failure is every row's.
-pub(super) async fn complete_all(
+async fn complete_all(
     pool: &Pool,
     timeout: Duration,
     results: &[ProcessingResult],
@@ -221,14 +260,7 @@ async fn complete_plain_in(
 }
 
 async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Failed> {
-    let fence = tx
-        .prepare_cached(
-            "SELECT provider, endpoint_id, provider_event_id, object_id, object_version \
-             FROM inbox WHERE inbox_id = $1 AND status = 'RECEIVED' \
-               AND lease_owner = $2 AND lease_until > $3 \
-             FOR UPDATE",
-        )
-        .await?;
+    let fence = tx.prepare_cached(&FENCE_FOR_UPDATE).await?;
     let Some(row) = tx
         .query_opt(&fence, &[&r.inbox_id, &r.owner, &r.now_ms])
         .await?
@@ -241,19 +273,10 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
     let object_id: Option<String> = row.get(3);
     let object_version: Option<i64> = row.get(4);
 
-    // The version gate: compare-and-set, applied only when strictly newer. Concurrent
-    // writers of one object serialise on its row (or its unique-index entry).
+    // Concurrent writers of one object serialise on its row (or its unique-index entry).
     let mut outcome = Outcome::Applied;
     if let (Some(object_id), Some(version)) = (&object_id, object_version) {
-        let gate = tx
-            .prepare_cached(
-                "INSERT INTO object_state (provider, endpoint_id, object_id, version, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (provider, endpoint_id, object_id) DO UPDATE \
-                     SET version = EXCLUDED.version, updated_at = EXCLUDED.updated_at \
-                     WHERE EXCLUDED.version > object_state.version",
-            )
-            .await?;
+        let gate = tx.prepare_cached(VERSION_GATE.postgres()).await?;
         let n = tx
             .execute(
                 &gate,
@@ -266,12 +289,7 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
     }
 
     if outcome == Outcome::Applied {
-        let marker = tx
-            .prepare_cached(
-                "INSERT INTO processed_events (provider, endpoint_id, provider_event_id, consumer) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-            )
-            .await?;
+        let marker = tx.prepare_cached(PROCESSED_MARKER.postgres()).await?;
         for handler in &r.handlers {
             let fresh = tx
                 .execute(
@@ -281,18 +299,12 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
                 .await?;
             if fresh == 1 {
                 for change in &handler.changes {
-                    apply_change(tx, change).await?;
+                    payments::apply(tx, change).await?;
                 }
             }
         }
         if !r.destinations.is_empty() {
-            let outbox = tx
-                .prepare_cached(
-                    "INSERT INTO outbox (outbox_id, inbox_id, destination, status, attempt_count, \
-                         next_attempt_at, created_at) \
-                     VALUES ($1, $2, $3, 'PENDING', 0, $4, $4) ON CONFLICT DO NOTHING",
-                )
-                .await?;
+            let outbox = tx.prepare_cached(OUTBOX_INSERT.postgres()).await?;
             for destination in &r.destinations {
                 let outbox_id = format!("{}:{destination}", r.inbox_id);
                 tx.execute(&outbox, &[&outbox_id, &r.inbox_id, destination, &r.now_ms])
@@ -301,70 +313,10 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
         }
     }
 
-    let done = tx
-        .prepare_cached(
-            "UPDATE inbox SET status = 'PROCESSED', outcome = $2, processed_at = $3, \
-                 next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, \
-                 last_error = NULL \
-             WHERE inbox_id = $1",
-        )
-        .await?;
+    let done = tx.prepare_cached(MARK_PROCESSED.postgres()).await?;
     tx.execute(&done, &[&r.inbox_id, &outcome.as_str(), &r.now_ms])
         .await?;
     Ok(outcome)
-}
-
-async fn apply_change(tx: &Transaction<'_>, change: &BusinessChange) -> Result<(), Failed> {
-    match change {
-        BusinessChange::UpsertPaymentState {
-            object_id,
-            object_type,
-            status,
-            amount,
-            currency,
-            refreshed_at_ms,
-            last_event_id,
-        } => {
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO payment_state (object_id, object_type, status, amount, currency, \
-                         refreshed_at, last_event_id, write_count) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, 1) \
-                     ON CONFLICT (object_id) DO UPDATE SET object_type = EXCLUDED.object_type, \
-                         status = EXCLUDED.status, amount = EXCLUDED.amount, \
-                         currency = EXCLUDED.currency, refreshed_at = EXCLUDED.refreshed_at, \
-                         last_event_id = EXCLUDED.last_event_id, \
-                         write_count = payment_state.write_count + 1 \
-                     WHERE EXCLUDED.refreshed_at >= payment_state.refreshed_at",
-                )
-                .await?;
-            tx.execute(
-                &stmt,
-                &[
-                    object_id,
-                    object_type,
-                    status,
-                    amount,
-                    currency,
-                    refreshed_at_ms,
-                    last_event_id,
-                ],
-            )
-            .await?;
-        }
-    }
-    Ok(())
-}
-
-pub(super) async fn fail_attempt(
-    pool: &Pool,
-    timeout: Duration,
-    attempt: &FailedAttempt,
-) -> Result<(), ProcessingError> {
-    with_transaction(pool, timeout, &Op::Fail(attempt))
-        .await
-        .map(|_| ())
-        .map_err(Failed::into_processing_error)
 }
 
 async fn fail_in(tx: &Transaction<'_>, a: &FailedAttempt) -> Result<(), Failed> {
@@ -405,57 +357,7 @@ pub(super) async fn fail_leased(
     Ok(n == 1)
 }
 
-pub(super) async fn retry_event(
-    pool: &Pool,
-    timeout: Duration,
-    inbox_id: &str,
-    now_ms: i64,
-) -> Result<bool, StoreError> {
-    match with_transaction(pool, timeout, &Op::Retry { inbox_id, now_ms })
-        .await
-        .map_err(Failed::into_store_error)?
-    {
-        Done::Flag(f) => Ok(f),
-        _ => Err(unexpected()),
-    }
-}
-
 async fn retry_in(tx: &Transaction<'_>, inbox_id: &str, now_ms: i64) -> Result<bool, Failed> {
-    let stmt = tx
-        .prepare_cached(
-            "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, attempt_count = 0, \
-                 next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
-             WHERE inbox_id = $1 AND status = 'FAILED'",
-        )
-        .await?;
+    let stmt = tx.prepare_cached(RETRY_EVENT.postgres()).await?;
     Ok(tx.execute(&stmt, &[&inbox_id, &now_ms]).await? == 1)
-}
-
-// ---- Reads ----
-
-pub(super) const OBJECT_VERSION_SQL: &str = "SELECT version FROM object_state \
-     WHERE provider = $1 AND endpoint_id = $2 AND object_id = $3";
-
-pub(super) const PAYMENT_STATE_SQL: &str = "SELECT object_id, object_type, status, amount, \
-     currency, refreshed_at, last_event_id, write_count FROM payment_state WHERE object_id = $1";
-
-pub(super) const MARKERS_SQL: &str = "SELECT consumer FROM processed_events \
-     WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3 \
-     ORDER BY consumer COLLATE \"C\"";
-
-pub(super) const OUTBOX_SQL: &str = "SELECT destination FROM outbox WHERE inbox_id = $1 \
-     ORDER BY destination COLLATE \"C\"";
-
-pub(super) fn payment_state(r: &tokio_postgres::Row) -> Result<PaymentState, StoreError> {
-    let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("payment_state: {e}"));
-    Ok(PaymentState {
-        object_id: r.try_get(0).map_err(corrupt)?,
-        object_type: r.try_get(1).map_err(corrupt)?,
-        status: r.try_get(2).map_err(corrupt)?,
-        amount: r.try_get(3).map_err(corrupt)?,
-        currency: r.try_get(4).map_err(corrupt)?,
-        refreshed_at_ms: r.try_get(5).map_err(corrupt)?,
-        last_event_id: r.try_get(6).map_err(corrupt)?,
-        write_count: r.try_get(7).map_err(corrupt)?,
-    })
 }

@@ -1,61 +1,107 @@
-//! Reads: rows back into [`InboxRecord`]s, listing, counts.
+//! Reads: one helper runs every read statement, rows map through `crate::rows`; the
+//! [`InspectStore`] impl.
 
-use hookgate_core::{InboxStatus, Outcome};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use hookgate_core::{InboxStatus, OutboxStatus};
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 
-use crate::{EventFilter, InboxRecord, StoreError};
+use super::{PostgresStore, finish_read, payments};
+use crate::rows::{self, Columns, OUTBOX_COLUMNS, Value, inbox_record, outbox_record};
+use crate::statements::{BACKLOG, COUNT_DELIVERIES, COUNT_INBOX, OBJECT_VERSION};
+use crate::{
+    Backlog, EventFilter, InboxRecord, InspectStore, OutboxRecord, PaymentState, StoreError,
+};
 
-/// Columns in the order [`record`] reads them.
-pub(super) const COLUMNS: &str = "inbox_id, provider, endpoint_id, provider_event_id, \
-    event_type, object_id, object_version, provider_created_at, received_at, payload, \
-    payload_key_version, payload_digest, matched_secret_version, status, outcome, \
-    attempt_count, next_attempt_at, last_error, processed_at";
+/// The inbox columns in the order `crate::rows::inbox_record` reads them.
+pub(super) static COLUMNS: LazyLock<String> =
+    LazyLock::new(|| rows::inbox_select_list(str::to_owned));
 
-fn corrupt(msg: &str) -> StoreError {
-    StoreError::Corrupt(msg.to_owned())
+impl Columns for Row {
+    fn value(&self, i: usize) -> Result<Value, StoreError> {
+        let bad = |e: tokio_postgres::Error| StoreError::Corrupt(format!("column {i}: {e}"));
+        let ty = self
+            .columns()
+            .get(i)
+            .ok_or_else(|| StoreError::Corrupt(format!("no column {i}")))?
+            .type_();
+        let value = if *ty == Type::INT8 {
+            self.try_get::<_, Option<i64>>(i)
+                .map_err(bad)?
+                .map(Value::Int)
+        } else if *ty == Type::INT4 {
+            self.try_get::<_, Option<i32>>(i)
+                .map_err(bad)?
+                .map(|n| Value::Int(n.into()))
+        } else if *ty == Type::TEXT || *ty == Type::VARCHAR {
+            self.try_get::<_, Option<String>>(i)
+                .map_err(bad)?
+                .map(Value::Text)
+        } else if *ty == Type::BYTEA {
+            self.try_get::<_, Option<Vec<u8>>>(i)
+                .map_err(bad)?
+                .map(Value::Blob)
+        } else {
+            return Err(StoreError::Corrupt(format!("column {i} has type {ty}")));
+        };
+        Ok(value.unwrap_or(Value::Null))
+    }
 }
 
-fn get<'a, T: tokio_postgres::types::FromSql<'a>>(r: &'a Row, i: usize) -> Result<T, StoreError> {
-    r.try_get(i)
-        .map_err(|e| StoreError::Corrupt(format!("inbox column {i}: {e}")))
-}
+impl PostgresStore {
+    /// Runs one read statement on a pooled connection within `timeout`; a connection that
+    /// timed out is discarded, not pooled again.
+    pub(super) async fn query_within(
+        &self,
+        timeout: Duration,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client().await?;
+        let res = tokio::time::timeout(timeout, async {
+            let stmt = client.prepare_cached(sql).await?;
+            client.query(&stmt, params).await
+        })
+        .await;
+        finish_read(client, res)
+    }
 
-pub(super) fn record(r: &Row) -> Result<InboxRecord, StoreError> {
-    let status = get::<String>(r, 13)?
-        .parse::<InboxStatus>()
-        .map_err(|_| corrupt("inbox row has an unknown status"))?;
-    let outcome = get::<Option<String>>(r, 14)?
-        .map(|s| s.parse::<Outcome>())
-        .transpose()
-        .map_err(|_| corrupt("inbox row has an unknown outcome"))?;
-    let payload_key_version = u32::try_from(get::<i64>(r, 10)?)
-        .map_err(|_| corrupt("inbox row has an out-of-range payload_key_version"))?;
-    Ok(InboxRecord {
-        inbox_id: get(r, 0)?,
-        provider: get(r, 1)?,
-        endpoint_id: get(r, 2)?,
-        provider_event_id: get(r, 3)?,
-        event_type: get(r, 4)?,
-        object_id: get(r, 5)?,
-        object_version: get(r, 6)?,
-        provider_created_at: get(r, 7)?,
-        received_at_ms: get(r, 8)?,
-        payload: get(r, 9)?,
-        payload_key_version,
-        payload_digest: get(r, 11)?,
-        matched_secret_version: get(r, 12)?,
-        status,
-        outcome,
-        attempt_count: get(r, 15)?,
-        next_attempt_at_ms: get(r, 16)?,
-        last_error: get(r, 17)?,
-        processed_at_ms: get(r, 18)?,
-    })
-}
+    /// [`PostgresStore::query_within`] the read timeout.
+    pub(super) async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        self.query_within(self.read_timeout(), sql, params).await
+    }
 
-pub(super) fn get_event_sql() -> String {
-    format!("SELECT {COLUMNS} FROM inbox WHERE inbox_id = $1")
+    /// The one row a query returns, mapped by `map`.
+    async fn query_one<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        map: impl Fn(&Row) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let rows = self.query(sql, params).await?;
+        map(rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("a query returned no row".into()))?)
+    }
+
+    /// The first column of every row, as text.
+    async fn strings(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<String>, StoreError> {
+        self.query(sql, params)
+            .await?
+            .iter()
+            .map(|r| r.text(0))
+            .collect()
+    }
 }
 
 /// One statement text per filter shape (four at most, each cached per connection), so the
@@ -88,8 +134,9 @@ impl<'a> ListQuery<'a> {
         };
         // `LIMIT NULL` is no limit.
         let sql = format!(
-            "SELECT {COLUMNS} FROM inbox {where_clause} \
+            "SELECT {} FROM inbox {where_clause} \
              ORDER BY received_at DESC, inbox_id DESC LIMIT ${}",
+            *COLUMNS,
             n + 1
         );
         ListQuery {
@@ -113,11 +160,118 @@ impl<'a> ListQuery<'a> {
     }
 }
 
-pub(super) const COUNT_SQL: &str = "SELECT count(*) FROM inbox";
+#[async_trait::async_trait]
+impl InspectStore for PostgresStore {
+    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM inbox WHERE inbox_id = $1", *COLUMNS);
+        self.query(&sql, &[&inbox_id])
+            .await?
+            .first()
+            .map(inbox_record)
+            .transpose()
+    }
 
-/// Byte order (`COLLATE "C"`), as SQLite sorts, whatever the database's collation.
-pub(super) const DISTINCT_IDS_SQL: &str = "SELECT DISTINCT provider_event_id COLLATE \"C\" AS id \
-     FROM inbox WHERE endpoint_id = $1 ORDER BY id";
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError> {
+        let query = ListQuery::new(filter);
+        self.query(&query.sql, &query.params())
+            .await?
+            .iter()
+            .map(inbox_record)
+            .collect()
+    }
+
+    async fn count_inbox(&self) -> Result<u64, StoreError> {
+        self.query_one(COUNT_INBOX.postgres(), &[], |r| r.count(0))
+            .await
+    }
+
+    async fn backlog(&self) -> Result<Backlog, StoreError> {
+        self.query_one(BACKLOG.postgres(), &[], rows::backlog).await
+    }
+
+    /// In byte order (`COLLATE "C"`), as SQLite sorts, whatever the database's collation.
+    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
+        self.strings(
+            "SELECT DISTINCT provider_event_id COLLATE \"C\" AS id \
+             FROM inbox WHERE endpoint_id = $1 ORDER BY id",
+            &[&endpoint_id],
+        )
+        .await
+    }
+
+    async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE inbox_id = $1 \
+             ORDER BY destination COLLATE \"C\""
+        );
+        self.query(&sql, &[&inbox_id])
+            .await?
+            .iter()
+            .map(outbox_record)
+            .collect()
+    }
+
+    async fn events_with_failed_deliveries(
+        &self,
+        filter: &EventFilter,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM inbox WHERE inbox_id IN \
+                 (SELECT inbox_id FROM outbox WHERE status = 'FAILED') \
+               AND ($1::TEXT IS NULL OR endpoint_id = $1) \
+             ORDER BY received_at DESC, inbox_id DESC LIMIT $2",
+            *COLUMNS
+        );
+        let endpoint_id = filter.endpoint_id.as_deref();
+        let limit = filter.limit.map(i64::from);
+        self.query(&sql, &[&endpoint_id, &limit])
+            .await?
+            .iter()
+            .map(inbox_record)
+            .collect()
+    }
+
+    async fn count_deliveries(&self, status: OutboxStatus) -> Result<u64, StoreError> {
+        self.query_one(COUNT_DELIVERIES.postgres(), &[&status.as_str()], |r| {
+            r.count(0)
+        })
+        .await
+    }
+
+    async fn object_version(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        object_id: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let rows = self
+            .query(
+                OBJECT_VERSION.postgres(),
+                &[&provider, &endpoint_id, &object_id],
+            )
+            .await?;
+        rows.first().map(|r| r.int(0)).transpose()
+    }
+
+    async fn processed_markers(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        self.strings(
+            "SELECT consumer FROM processed_events \
+             WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3 \
+             ORDER BY consumer COLLATE \"C\"",
+            &[&provider, &endpoint_id, &provider_event_id],
+        )
+        .await
+    }
+
+    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError> {
+        payments::read(self, object_id).await
+    }
+}
 
 /// Touches a table of ours (not just the server), cheaply.
 pub(super) const PING_SQL: &str = "SELECT 1 FROM schema_migrations LIMIT 1";

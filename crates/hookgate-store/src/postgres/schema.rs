@@ -4,8 +4,6 @@
 //! `schema_migrations(version, applied_at)` like the SQLite backend; a database written by a
 //! newer build is refused rather than guessed at.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use super::error::{Failure, classify, describe, from_pg};
 use crate::StoreError;
 
@@ -70,15 +68,8 @@ pub(super) async fn migrate(
         .await
         .map_err(|e| from_pg(&e))?
         .get(0);
-    if current > latest_version() {
-        return Err(StoreError::Config(format!(
-            "database schema version {current} is newer than this build's {}",
-            latest_version()
-        )));
-    }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    crate::migrations::check_not_newer(current, latest_version())?;
+    let now_ms = crate::migrations::applied_at_ms();
     let mut applied = Vec::new();
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
         tx.batch_execute(sql)

@@ -1,21 +1,29 @@
-//! SQLite backend: the embedded default (DESIGN.md §4).
+//! SQLite backend: the embedded default.
 //!
 //! A single file in WAL mode with `synchronous=FULL`. Code map:
 //!
-//! - `mod.rs` (this file): [`SqliteStore`], opening, connection settings, the [`Store`] impl.
+//! - `mod.rs` (this file): [`SqliteStore`], opening, connection settings, the
+//!   [`InboxStore`] impl (acceptance, ping, close).
 //! - `schema.rs`: versioned migrations (`migrations/sqlite/*.sql`), applied at open.
 //! - `writer.rs`: the one writer thread and group commit: how acceptances share a
 //!   transaction and an fsync, and why no caller hears `Ok` before its commit.
-//! - `read.rs`: queries on a small pool of read connections, off the writer's path.
+//! - `command.rs`: processing and delivery writes sent to the writer thread.
+//! - `processing.rs`, `outbox.rs`: the [`crate::ProcessingStore`] and
+//!   [`crate::OutboxStore`] impls.
+//! - `payments.rs`: the payments handler's business table.
+//! - `read.rs`: the [`crate::InspectStore`] impl, on a small pool of read connections,
+//!   off the writer's path.
+//! - `checkpoint.rs`: WAL checkpoints on their own thread.
 //! - `error.rs`: SQLite failures → [`StoreError`] kinds.
 //!
-//! Shutdown: [`Store::close`] drops the channel's only sender; the writer drains what is
+//! Shutdown: [`InboxStore::close`] drops the channel's only sender; the writer drains what is
 //! queued, commits it, answers it, and exits; `close` then joins the thread.
 
 mod checkpoint;
 mod command;
 mod error;
 mod outbox;
+mod payments;
 mod processing;
 mod read;
 mod schema;
@@ -37,11 +45,7 @@ use self::error::from_sqlite;
 use self::read::ReadPool;
 use self::writer::{Command, Counters, Writer};
 use crate::admission::Admission;
-use crate::{
-    Acceptance, EventFilter, FailedAttempt, GroupCommitOptions, InboxRecord, LeaseRequest,
-    NewInboxRow, PaymentState, ProcessingError, ProcessingResult, Store, StoreError,
-};
-use hookgate_core::Outcome;
+use crate::{Acceptance, GroupCommitOptions, InboxStore, NewInboxRow, StoreError};
 
 /// How long a connection waits on a lock held by another connection (or process) before
 /// reporting busy. Only the writer takes write locks, so this mainly covers checkpoints and
@@ -221,7 +225,7 @@ impl SqliteStore {
 }
 
 #[async_trait::async_trait]
-impl Store for SqliteStore {
+impl InboxStore for SqliteStore {
     async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {
         let (reply, answer) = oneshot::channel();
         {
@@ -260,32 +264,6 @@ impl Store for SqliteStore {
         self.read(read::ping).await
     }
 
-    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError> {
-        let inbox_id = inbox_id.to_owned();
-        self.read(move |conn| read::get_event(conn, &inbox_id))
-            .await
-    }
-
-    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError> {
-        let filter = filter.clone();
-        self.read(move |conn| read::list_events(conn, &filter))
-            .await
-    }
-
-    async fn count_inbox(&self) -> Result<u64, StoreError> {
-        self.read(read::count_inbox).await
-    }
-
-    async fn backlog(&self) -> Result<crate::Backlog, StoreError> {
-        self.read(read::backlog).await
-    }
-
-    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
-        let endpoint_id = endpoint_id.to_owned();
-        self.read(move |conn| read::distinct_event_ids(conn, &endpoint_id))
-            .await
-    }
-
     async fn close(&self) {
         // Dropping the only sender lets the writer drain the queue and exit.
         drop(
@@ -316,64 +294,6 @@ impl Store for SqliteStore {
             let _ = tokio::task::spawn_blocking(move || checkpointer.stop()).await;
         }
         self.reads.clear();
-    }
-
-    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease_impl(request).await
-    }
-
-    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
-        self.complete_impl(result).await
-    }
-
-    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError> {
-        self.fail_attempt_impl(attempt).await
-    }
-
-    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
-        self.retry_event_impl(inbox_id, now_ms).await
-    }
-
-    async fn object_version(
-        &self,
-        provider: &str,
-        endpoint_id: &str,
-        object_id: &str,
-    ) -> Result<Option<i64>, StoreError> {
-        let key = (
-            provider.to_owned(),
-            endpoint_id.to_owned(),
-            object_id.to_owned(),
-        );
-        self.read(move |conn| processing::object_version(conn, &key.0, &key.1, &key.2))
-            .await
-    }
-
-    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError> {
-        let object_id = object_id.to_owned();
-        self.read(move |conn| processing::payment_state(conn, &object_id))
-            .await
-    }
-
-    async fn processed_markers(
-        &self,
-        provider: &str,
-        endpoint_id: &str,
-        provider_event_id: &str,
-    ) -> Result<Vec<String>, StoreError> {
-        let key = (
-            provider.to_owned(),
-            endpoint_id.to_owned(),
-            provider_event_id.to_owned(),
-        );
-        self.read(move |conn| processing::processed_markers(conn, &key.0, &key.1, &key.2))
-            .await
-    }
-
-    async fn outbox_destinations(&self, inbox_id: &str) -> Result<Vec<String>, StoreError> {
-        let inbox_id = inbox_id.to_owned();
-        self.read(move |conn| processing::outbox_destinations(conn, &inbox_id))
-            .await
     }
 }
 

@@ -2,38 +2,16 @@
 //!
 //! Claims and results are writes, so they run on the single writer thread as commands (see
 //! `command.rs`), group-committed with whatever else is queued; nothing slow (no delivery, no
-//! network) ever runs there. Reads use the read pool.
-
-use hookgate_core::OutboxStatus;
-use rusqlite::Row;
+//! network) ever runs there. Reads of the outbox are in `read.rs` (`InspectStore`).
 
 use super::SqliteStore;
 use super::command::{Failed, fail_leased};
-use super::read::{COLUMNS, INBOX_WITH_PAYLOAD, corrupt, record};
+use super::read::{COLUMNS, INBOX_WITH_PAYLOAD, mapped, record};
 use crate::lease::LeasedTable;
-use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord, OutboxStore};
-use crate::{EventFilter, InboxRecord, ProcessingError, StoreError};
-
-const OUTBOX_COLUMNS: &str = "outbox_id, inbox_id, destination, status, attempt_count, \
-     next_attempt_at, last_error, created_at, delivered_at";
-
-fn outbox_record(r: &Row<'_>) -> rusqlite::Result<OutboxRecord> {
-    let status: String = r.get(3)?;
-    let status = status
-        .parse::<OutboxStatus>()
-        .map_err(|_| corrupt("outbox row has an unknown status".into()))?;
-    Ok(OutboxRecord {
-        outbox_id: r.get(0)?,
-        inbox_id: r.get(1)?,
-        destination: r.get(2)?,
-        status,
-        attempt_count: r.get(4)?,
-        next_attempt_at_ms: r.get(5)?,
-        last_error: r.get(6)?,
-        created_at_ms: r.get(7)?,
-        delivered_at_ms: r.get(8)?,
-    })
-}
+use crate::outbox::{FailedDelivery, LeasedDelivery};
+use crate::rows::{OUTBOX_COLUMNS, outbox_record};
+use crate::statements::{MARK_DELIVERED, RETRY_DELIVERIES};
+use crate::{OutboxStore, ProcessingError, StoreError};
 
 #[async_trait::async_trait]
 impl OutboxStore for SqliteStore {
@@ -64,7 +42,7 @@ impl OutboxStore for SqliteStore {
                 .prepare_cached(&sql)?
                 .query_map(
                     rusqlite::params![owner, lease_until, destination, now_ms, limit],
-                    outbox_record,
+                    mapped(|r| outbox_record(r)),
                 )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             deliveries.sort_by(|a, b| {
@@ -75,7 +53,8 @@ impl OutboxStore for SqliteStore {
                 ))
             });
             let mut stmt = tx.prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} WHERE inbox_id = ?1"
+                "SELECT {} FROM {INBOX_WITH_PAYLOAD} WHERE inbox_id = ?1",
+                *COLUMNS
             ))?;
             let mut out = Vec::with_capacity(deliveries.len());
             for delivery in deliveries {
@@ -99,13 +78,7 @@ impl OutboxStore for SqliteStore {
         let (outbox_id, owner) = (outbox_id.to_owned(), owner.to_owned());
         self.write(move |tx| {
             let n = tx
-                .prepare_cached(
-                    "UPDATE outbox SET status = 'DELIVERED', delivered_at = ?3, \
-                             next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, \
-                             last_error = NULL \
-                         WHERE outbox_id = ?1 AND status = 'PENDING' \
-                           AND lease_owner = ?2 AND lease_until > ?3",
-                )?
+                .prepare_cached(MARK_DELIVERED.sqlite())?
                 .execute(rusqlite::params![outbox_id, owner, now_ms])?;
             if n == 0 {
                 return Err(Failed::LeaseLost);
@@ -135,57 +108,11 @@ impl OutboxStore for SqliteStore {
         let inbox_id = inbox_id.to_owned();
         self.write(move |tx| {
             let n = tx
-                .prepare_cached(
-                    "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
-                             next_attempt_at = ?2, lease_owner = NULL, lease_until = NULL \
-                         WHERE inbox_id = ?1 AND status = 'FAILED'",
-                )?
+                .prepare_cached(RETRY_DELIVERIES.sqlite())?
                 .execute(rusqlite::params![inbox_id, now_ms])?;
             Ok(n as u64)
         })
         .await
         .map_err(ProcessingError::into_store_error)
-    }
-
-    async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError> {
-        let inbox_id = inbox_id.to_owned();
-        self.read(move |conn| {
-            conn.prepare_cached(&format!(
-                "SELECT {OUTBOX_COLUMNS} FROM outbox WHERE inbox_id = ?1 ORDER BY destination"
-            ))?
-            .query_map([inbox_id], outbox_record)?
-            .collect()
-        })
-        .await
-    }
-
-    async fn events_with_failed_deliveries(
-        &self,
-        filter: &EventFilter,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        let endpoint_id = filter.endpoint_id.clone();
-        let limit = filter.limit.map_or(-1, i64::from);
-        self.read(move |conn| {
-            let sql = format!(
-                "SELECT {COLUMNS} FROM {INBOX_WITH_PAYLOAD} WHERE inbox_id IN \
-                     (SELECT inbox_id FROM outbox WHERE status = 'FAILED') \
-                   AND (?1 IS NULL OR endpoint_id = ?1) \
-                 ORDER BY received_at DESC, inbox_id DESC LIMIT ?2"
-            );
-            conn.prepare_cached(&sql)?
-                .query_map(rusqlite::params![endpoint_id, limit], record)?
-                .collect()
-        })
-        .await
-    }
-
-    async fn count_deliveries(&self, status: OutboxStatus) -> Result<u64, StoreError> {
-        self.read(move |conn| {
-            let n: i64 = conn
-                .prepare_cached("SELECT count(*) FROM outbox WHERE status = ?1")?
-                .query_row([status.as_str()], |r| r.get(0))?;
-            u64::try_from(n).map_err(|_| corrupt("negative row count".into()))
-        })
-        .await
     }
 }

@@ -2,8 +2,6 @@
 //! `schema_migrations(version, applied_at)`. Re-opening an up-to-date database is a no-op; a
 //! database written by a newer build is refused rather than guessed at.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 use super::error::from_sqlite;
@@ -56,15 +54,8 @@ fn migrate_to(conn: &mut Connection, target: i64) -> Result<Vec<i64>, StoreError
         .map_err(from_sqlite)?
         .flatten()
         .unwrap_or(0);
-    if current > latest_version() {
-        return Err(StoreError::Config(format!(
-            "database schema version {current} is newer than this build's {}",
-            latest_version()
-        )));
-    }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    crate::migrations::check_not_newer(current, latest_version())?;
+    let now_ms = crate::migrations::applied_at_ms();
     let mut applied = Vec::new();
     for (version, sql) in MIGRATIONS
         .iter()
@@ -110,7 +101,10 @@ mod tests {
     /// 4 with every payload intact, a purged one still purged, and every other column kept.
     #[tokio::test]
     async fn version_3_database_upgrades_with_payloads_intact() {
-        use crate::{EventFilter, GroupCommitOptions, OutboxStore, SqliteStore, Store};
+        use crate::{
+            EventFilter, GroupCommitOptions, InboxStore, InspectStore, OutboxStore,
+            ProcessingStore, SqliteStore,
+        };
         use hookgate_core::{InboxStatus, Outcome};
 
         let dir = tempfile::tempdir().unwrap();

@@ -217,10 +217,10 @@ impl Writer {
                 (Command::Accept(job), Outcome::Accept(result)) => {
                     let _ = job.reply.send(match &commit_error {
                         None => result,
-                        Some(err) => Err(clone_error(err)),
+                        Some(err) => Err(err.clone()),
                     });
                 }
-                (_, Outcome::Exec(reply)) => reply(commit_error.as_ref().map(clone_error)),
+                (_, Outcome::Exec(reply)) => reply(commit_error.as_ref().cloned()),
                 (Command::Exec(_), Outcome::NotRun(err)) => drop(err),
                 (Command::Accept(job), Outcome::NotRun(err)) => {
                     let _ = job.reply.send(Err(err));
@@ -234,10 +234,7 @@ impl Writer {
     /// outcome per command, in order, and the commit's error (which then applies to all).
     fn execute_batch(&mut self, batch: &mut [Command]) -> (Vec<Outcome>, Option<StoreError>) {
         let not_run = |err: StoreError| -> Vec<Outcome> {
-            batch
-                .iter()
-                .map(|_| Outcome::NotRun(clone_error(&err)))
-                .collect()
+            batch.iter().map(|_| Outcome::NotRun(err.clone())).collect()
         };
         if self.conn.is_none() {
             match open_write_connection(&self.path) {
@@ -377,7 +374,7 @@ fn fill(mut results: Vec<Option<Outcome>>, len: usize, err: &StoreError) -> Vec<
     results.resize_with(len, || None);
     results
         .into_iter()
-        .map(|outcome| outcome.unwrap_or_else(|| Outcome::NotRun(clone_error(err))))
+        .map(|outcome| outcome.unwrap_or_else(|| Outcome::NotRun(err.clone())))
         .collect()
 }
 
@@ -438,17 +435,6 @@ fn accept_all(
 
 fn unreachable_executed() -> Executed {
     unreachable!("a command runs once")
-}
-
-/// The same failure for every caller of a batch ([`StoreError`] is not `Clone`).
-fn clone_error(err: &StoreError) -> StoreError {
-    match err {
-        StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
-        StoreError::CommitUnknown(m) => StoreError::CommitUnknown(m.clone()),
-        StoreError::Overloaded => StoreError::Overloaded,
-        StoreError::Corrupt(m) => StoreError::Corrupt(m.clone()),
-        StoreError::Config(m) => StoreError::Config(m.clone()),
-    }
 }
 
 /// One row inside the batch transaction: its inbox row and, when new, its payload. On error

@@ -95,7 +95,7 @@ async fn count_rows(dir: &Path) -> usize {
     let store =
         hookgate_store::sqlite::SqliteStore::open(&dir.join("hookgate.db"), Default::default())
             .unwrap();
-    use hookgate_store::Store;
+    use hookgate_store::{InboxStore, InspectStore};
     let n = store.list_events(&Default::default()).await.unwrap().len();
     store.close().await;
     n

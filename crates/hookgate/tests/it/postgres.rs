@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use hookgate_store::Store;
 use hookgate_store::postgres::{PostgresOptions, PostgresStore};
+use hookgate_store::{InboxStore, InspectStore};
 
 use crate::support::*;
 

@@ -1,4 +1,4 @@
-//! Conformance checks of processing (DESIGN.md §5–§6): leases, fencing, the version gate,
+//! Conformance checks of processing: leases, fencing, the version gate,
 //! handler markers, outbox rows, failed attempts and operator retries. Pulled into the suite
 //! by `mod.rs`, so every check runs on every backend.
 
@@ -13,7 +13,7 @@ use hookgate_store::{
 };
 use tokio::task::JoinSet;
 
-use super::{accept_all, now_ms, row};
+use super::{StoreTestExt, accept_all, now_ms, row};
 
 /// A time safely after every `received_at` of rows made by `row()`.
 fn later() -> i64 {

@@ -1,20 +1,20 @@
-//! The `store.commit=error` failpoint on the SQLite writer (needs `--features failpoints`).
+//! The `store.commit=error` failpoint on the SQLite writer (built with `--features
+//! failpoints`; see `main.rs`).
 //!
 //! Failpoints are read from `HOOKGATE_FAILPOINTS` once per process and the environment
 //! cannot be changed safely in-process, so the test re-runs itself as a child process with
 //! the variable set and checks the database the child left behind.
-#![cfg(feature = "failpoints")]
-
-mod conformance;
 
 use std::process::Command;
 use std::sync::Arc;
 
-use conformance::{accept_all, row};
-use hookgate_store::{Acceptance, GroupCommitOptions, SqliteStore, Store, StoreError};
+use crate::conformance::{accept_all, row};
+use hookgate_store::{
+    Acceptance, GroupCommitOptions, InboxStore, InspectStore, SqliteStore, Store, StoreError,
+};
 
 const CHILD_DIR: &str = "HOOKGATE_STORE_FAILPOINT_CHILD_DIR";
-const TEST_NAME: &str = "commit_failpoint_fails_every_caller_and_commits_nothing";
+const TEST_NAME: &str = "sqlite_failpoint::commit_failpoint_fails_every_caller_and_commits_nothing";
 
 #[test]
 fn commit_failpoint_fails_every_caller_and_commits_nothing() {

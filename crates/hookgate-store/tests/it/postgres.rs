@@ -1,4 +1,4 @@
-//! The PostgreSQL backend: the shared conformance suite (tests/conformance) on a fresh
+//! The PostgreSQL backend: the shared conformance suite (`conformance/`) on a fresh
 //! database per test, then what is specific to PostgreSQL (several instances on one database,
 //! concurrent migrations, bad-row isolation, outage and recovery, schema details).
 //!
@@ -6,15 +6,15 @@
 //! on a throwaway cluster started for this test process); tests that stop the server use a
 //! throwaway cluster of their own.
 
-#[macro_use]
-mod conformance;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use conformance::row_for as row;
+use crate::conformance;
+use crate::conformance::row_for as row;
 use hookgate_store::postgres::{PostgresOptions, PostgresStore};
-use hookgate_store::{Acceptance, GroupCommitOptions, Store, StoreError};
+use hookgate_store::{
+    Acceptance, GroupCommitOptions, InboxStore, InspectStore, ProcessingStore, Store, StoreError,
+};
 use hookgate_testkit::PgTestDb;
 
 /// Contract tests are not about shedding: a loaded CI machine could make rows wait past the
@@ -490,7 +490,7 @@ async fn schema_matches_design() {
             .get(0);
         assert_eq!(n, 1, "{table}");
     }
-    // Status values are constrained to DESIGN.md's strings.
+    // Status values are constrained to the names the core's status enums spell.
     let bogus = client
         .execute(
             "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at,
@@ -684,7 +684,7 @@ async fn outage_gives_503_quickly_and_recovers_without_restart() {
 #[test]
 fn commit_failpoint_fails_every_caller_and_commits_nothing() {
     const CHILD_URL: &str = "HOOKGATE_STORE_PG_FAILPOINT_CHILD_URL";
-    const TEST_NAME: &str = "commit_failpoint_fails_every_caller_and_commits_nothing";
+    const TEST_NAME: &str = "postgres::commit_failpoint_fails_every_caller_and_commits_nothing";
     let rt = tokio::runtime::Runtime::new().unwrap();
     if let Ok(url) = std::env::var(CHILD_URL) {
         rt.block_on(async {

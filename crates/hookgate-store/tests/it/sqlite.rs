@@ -1,17 +1,16 @@
 //! The SQLite backend: the conformance suite on a fresh database file per test, then what is
 //! specific to SQLite (schema and migrations, the writer queue, disk full).
 
-#[macro_use]
-mod conformance;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use conformance::{accept_all, row};
+use crate::conformance;
+use crate::conformance::{StoreTestExt, accept_all, row};
 use hookgate_core::{InboxStatus, Outcome};
 use hookgate_store::{
-    Acceptance, GroupCommitOptions, ProcessingResult, SqliteStore, Store, StoreError,
+    Acceptance, GroupCommitOptions, InboxStore, InspectStore, ProcessingResult, ProcessingStore,
+    SqliteStore, Store, StoreError,
 };
 use tempfile::TempDir;
 
@@ -155,8 +154,8 @@ fn columns(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
         .unwrap()
 }
 
-/// The four tables of DESIGN.md §4 with exactly its column names (the sealed payload in a
-/// table of its own), and the constraints that keep the status vocabulary and the unique keys
+/// The four tables (inbox, processed_events, object_state, outbox; ARCHITECTURE.md) with
+/// exactly their column names (the sealed payload in a table of its own), and the constraints that keep the status vocabulary and the unique keys
 /// honest.
 #[tokio::test]
 async fn schema_has_the_design_tables_and_checks() {
@@ -189,8 +188,8 @@ async fn schema_has_the_design_tables_and_checks() {
             "processed_at",
         ]
     );
-    // The sealed payload lives beside the inbox (schema version 4, DESIGN.md §4's
-    // "payload_ref" shape), so status updates never rewrite it.
+    // The sealed payload lives beside the inbox (schema version 4, a payload reference
+    // rather than a column), so status updates never rewrite it.
     assert_eq!(columns(&conn, "inbox_payload"), ["inbox_id", "payload"]);
     assert_eq!(
         columns(&conn, "outbox"),

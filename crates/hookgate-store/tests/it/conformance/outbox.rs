@@ -1,4 +1,4 @@
-//! Conformance checks of the outbox (DESIGN.md §4–§5): per-destination leases, fencing,
+//! Conformance checks of the outbox: per-destination leases, fencing,
 //! DELIVERED / rescheduled / FAILED, operator retries of one event's failed deliveries, and
 //! no outbox row for a stale event. Pulled into the suite by `mod.rs`, so every check runs on
 //! every backend.
@@ -13,7 +13,7 @@ use hookgate_store::{
 };
 use tokio::task::JoinSet;
 
-use super::{now_ms, row};
+use super::{StoreTestExt, now_ms, row};
 
 /// Accepts `r`, processes it (lease + complete) with `destinations`; returns its inbox id.
 async fn processed(

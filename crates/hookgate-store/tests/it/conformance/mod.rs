@@ -1,18 +1,17 @@
-//! The store conformance suite: backend-agnostic checks of the [`Store`] contract
-//! (DESIGN.md §1, §4), run against every backend.
+//! The store conformance suite: backend-agnostic checks of the [`Store`] contract (the
+//! inbox's unique key, acknowledgement only after commit, fenced leases, the version gate,
+//! the outbox; ARCHITECTURE.md), run against every backend.
 //!
 //! Each check is a `pub async fn(Arc<dyn Store>)` expecting a FRESH, empty store (a database
-//! or schema per test) and closing it at the end. A backend's test binary does
+//! or schema per test) and closing it at the end. A backend's test module does
 //!
 //! ```ignore
-//! #[macro_use]
-//! mod conformance;
 //! async fn fresh() -> (Arc<dyn Store>, impl Sized /* guard kept alive for the test */) { .. }
 //! conformance_tests!(fresh);
 //! ```
 //!
 //! and gets one `#[tokio::test]` per check, so a check added here runs on every backend.
-// Shared by several test binaries, each using a different subset of the helpers.
+// Each backend's module uses a different subset of the helpers.
 #![allow(unreachable_pub, dead_code)]
 
 use std::collections::{BTreeSet, HashMap};
@@ -20,22 +19,61 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hookgate_core::InboxStatus;
-use hookgate_store::{Acceptance, EventFilter, NewInboxRow, Store, StoreError};
+use std::future::Future;
+
+use hookgate_core::{InboxStatus, Outcome};
+use hookgate_store::{
+    Acceptance, EventFilter, NewInboxRow, ProcessingError, ProcessingResult, Store, StoreError,
+};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 mod processing;
-// Reached as `conformance::<check>` by the macro; unused in binaries that skip it.
-#[allow(unused_imports)]
+// Reached as `conformance::<check>` by the macro.
 pub use processing::*;
 mod outbox;
-#[allow(unused_imports)]
 pub use outbox::*;
+
+/// What tests read or do through the production traits, spelled as the tests use it.
+pub trait StoreTestExt {
+    /// One completion, through [`hookgate_store::ProcessingStore::complete_all`].
+    fn complete(
+        &self,
+        result: ProcessingResult,
+    ) -> impl Future<Output = Result<Outcome, ProcessingError>> + Send;
+
+    /// The destinations with an outbox row for `inbox_id`, sorted.
+    fn outbox_destinations(
+        &self,
+        inbox_id: &str,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+}
+
+impl<S: Store + ?Sized> StoreTestExt for S {
+    async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
+        let mut outcomes = self.complete_all(vec![result]).await;
+        assert_eq!(outcomes.len(), 1, "one outcome per result");
+        outcomes.pop().expect("one outcome")
+    }
+
+    fn outbox_destinations(
+        &self,
+        inbox_id: &str,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        let inbox_id = inbox_id.to_owned();
+        async move {
+            Ok(self
+                .list_deliveries(&inbox_id)
+                .await?
+                .into_iter()
+                .map(|d| d.destination)
+                .collect())
+        }
+    }
+}
 
 /// One `#[tokio::test]` per conformance check, each on a store from `$fresh().await`, which
 /// returns `(Arc<dyn Store>, guard)`; the guard (temp dir, test database) lives until the end.
-#[allow(unused_macros)]
 macro_rules! conformance_tests {
     ($fresh:path) => {
         conformance_tests!(@each $fresh;

@@ -1,0 +1,223 @@
+//! The store's interface, split by who calls it.
+//!
+//! | trait | caller | what |
+//! | --- | --- | --- |
+//! | [`InboxStore`] | ingress, `/readyz`, shutdown | acceptance, admission, liveness, close |
+//! | [`ProcessingStore`] | the worker, `events retry` | leases, fenced completion and failure, operator retry |
+//! | [`OutboxStore`] | the relay, `events retry` | delivery leases, fenced results, operator retry |
+//! | [`InspectStore`] | CLI, admin API, benchmark, tests | read-only views of the durable state |
+//!
+//! [`Store`] is their union, implemented by every type that implements all four, and what
+//! the binary holds ([`SharedStore`]). Nothing here is backend-specific; each backend
+//! implements the traits in its own folder.
+
+use std::sync::Arc;
+
+use hookgate_core::{OutboxStatus, Outcome};
+
+use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
+use crate::processing::{
+    FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+};
+use crate::{Acceptance, Backlog, EventFilter, InboxRecord, NewInboxRow, StoreError};
+
+/// The inbox's front door: what the ingress needs to acknowledge a webhook, what `/readyz`
+/// probes, and what shutdown calls.
+#[async_trait::async_trait]
+pub trait InboxStore: Send + Sync {
+    /// Inserts the row under `UNIQUE(provider, endpoint_id, provider_event_id)` and commits
+    /// durably before returning. On conflict, returns the existing row's id.
+    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError>;
+
+    /// Whether an acceptance would be admitted to the commit queue now: `false` while the
+    /// queue holds more than `max_queue_wait` of work. Cheap; the ingress checks it before
+    /// reading a body, so shed requests cost almost nothing.
+    fn admits(&self) -> bool {
+        true
+    }
+
+    /// Cheap liveness probe of the database (for `/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Finishes queued work and stops accepting new work (graceful shutdown).
+    async fn close(&self);
+}
+
+/// The worker's view of the inbox: lease due rows, then settle each one, fenced on the
+/// lease. The operator's [`ProcessingStore::retry_event`] is here too: it writes the same
+/// processing columns (status, attempts, due time, lease) under the same rules as a failed
+/// attempt, and on SQLite goes through the same writer commands.
+#[async_trait::async_trait]
+pub trait ProcessingStore: Send + Sync {
+    /// Leases up to `limit` due rows: `RECEIVED`, `next_attempt_at <= now_ms`, and no lease or
+    /// an expired one. Each gets `lease_owner = owner`, `lease_until = now_ms + lease_ms` and
+    /// `attempt_count + 1`, committed before returning (PostgreSQL: `FOR UPDATE SKIP LOCKED`,
+    /// so concurrent callers never get the same row; SQLite: a claim through the writer).
+    /// Without `with_payload` the sealed payloads are not read at all — for workers whose
+    /// endpoints have no handlers, which never open them; on PostgreSQL each is ~10 KiB read
+    /// back out of TOAST.
+    async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// [`ProcessingStore::lease`] with the payloads.
+    async fn lease_due(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease(LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: true,
+        })
+        .await
+    }
+
+    /// [`ProcessingStore::lease`] without the payloads (`payload` is `None` in every record).
+    async fn lease_due_without_payload(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease(LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: false,
+        })
+        .await
+    }
+
+    /// Commits the outcomes of rows leased together; one result per row, in order. Each row
+    /// is committed in ONE transaction with its effects, fenced on its lease
+    /// (`lease_owner = owner AND lease_until > now_ms`, else [`ProcessingError::LeaseLost`]
+    /// for that row, nothing of it written, and the others go on): the version gate on
+    /// `object_state` (when the row has an object id and version: apply only if newer; a
+    /// stale row becomes `PROCESSED`/`stale` and nothing else is written), then per handler
+    /// its `processed_events` marker and, if the marker is new, its business changes; one
+    /// `PENDING` outbox row per destination; and `PROCESSED`/`applied`. SQLite commits the
+    /// rows together through group commit; PostgreSQL runs them in one transaction.
+    async fn complete_all(
+        &self,
+        results: Vec<ProcessingResult>,
+    ) -> Vec<Result<Outcome, ProcessingError>>;
+
+    /// Records a failed attempt, fenced like [`ProcessingStore::complete_all`]: back to
+    /// `RECEIVED` due at `retry_at_ms`, or `FAILED` when it is `None`; `last_error` bounded;
+    /// lease released.
+    async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError>;
+
+    /// Operator retry: a `FAILED` row becomes `RECEIVED`, due at `now_ms`, attempts reset.
+    /// `false` when the row does not exist or is not `FAILED`.
+    async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError>;
+}
+
+/// The relay's view of the outbox (see [`crate::outbox`]). The operator's
+/// [`OutboxStore::retry_deliveries`] is here for the reason `retry_event` is with
+/// processing: it writes the columns the relay leases by.
+#[async_trait::async_trait]
+pub trait OutboxStore: Send + Sync {
+    /// Leases up to `limit` due deliveries of `destination`: `PENDING`,
+    /// `next_attempt_at <= now_ms`, no lease or an expired one. Each gets `lease_owner`,
+    /// `lease_until = now_ms + lease_ms` and `attempt_count + 1`, committed before returning
+    /// (PostgreSQL: `FOR UPDATE SKIP LOCKED`; SQLite: a claim through the writer). Oldest due
+    /// first. Rows whose inbox row is gone are not returned.
+    async fn lease_deliveries(
+        &self,
+        destination: &str,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<LeasedDelivery>, StoreError>;
+
+    /// `PENDING → DELIVERED`, fenced on the lease; [`ProcessingError::LeaseLost`] otherwise.
+    async fn mark_delivered(
+        &self,
+        outbox_id: &str,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<(), ProcessingError>;
+
+    /// Reschedules (`PENDING`, due at `retry_at_ms`) or fails (`FAILED`) a delivery, fenced on
+    /// the lease; the lease is released and `last_error` stored bounded.
+    async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError>;
+
+    /// Operator retry of ONE event's deliveries: only its `FAILED` ones become `PENDING`, due
+    /// at `now_ms`, attempts reset. Returns how many.
+    async fn retry_deliveries(&self, inbox_id: &str, now_ms: i64) -> Result<u64, StoreError>;
+}
+
+/// Read-only views of the durable state, for the operator CLI, the admin API, the
+/// benchmark's verification and tests. Nothing here writes, and no acceptance, processing
+/// or delivery path depends on it.
+#[async_trait::async_trait]
+pub trait InspectStore: Send + Sync {
+    async fn get_event(&self, inbox_id: &str) -> Result<Option<InboxRecord>, StoreError>;
+
+    async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// Number of inbox rows, all statuses (benchmark and test verification).
+    async fn count_inbox(&self) -> Result<u64, StoreError>;
+
+    /// Durable work still to do, for the lag gauges on `/metrics` (alert on these, not on
+    /// queue depth alone).
+    async fn backlog(&self) -> Result<Backlog, StoreError>;
+
+    /// The distinct `provider_event_id`s stored for `endpoint_id`, in byte order (the
+    /// benchmark checks that exactly the sent events were stored).
+    async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError>;
+
+    /// Every delivery of one event, by destination (byte order).
+    async fn list_deliveries(&self, inbox_id: &str) -> Result<Vec<OutboxRecord>, StoreError>;
+
+    /// Events (newest first) that have at least one `FAILED` delivery, filtered by
+    /// `filter.endpoint_id` and `filter.limit` (`filter.status` is ignored).
+    async fn events_with_failed_deliveries(
+        &self,
+        filter: &EventFilter,
+    ) -> Result<Vec<InboxRecord>, StoreError>;
+
+    /// Number of outbox rows in `status` (all destinations).
+    async fn count_deliveries(&self, status: OutboxStatus) -> Result<u64, StoreError>;
+
+    /// The newest applied version of an object (the version gate's `object_state`).
+    async fn object_version(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        object_id: &str,
+    ) -> Result<Option<i64>, StoreError>;
+
+    /// The consumers with a `processed_events` marker for one event, in byte order.
+    async fn processed_markers(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// A row of the payments handler's `payment_state` projection (a business table; see
+    /// each backend's `payments.rs`).
+    async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError>;
+}
+
+/// Everything a gateway process uses: the union of the four roles.
+pub trait Store:
+    InboxStore + ProcessingStore + OutboxStore + InspectStore + Send + Sync + 'static
+{
+}
+
+impl<T> Store for T where
+    T: InboxStore + ProcessingStore + OutboxStore + InspectStore + Send + Sync + 'static
+{
+}
+
+/// How the binary holds its store.
+pub type SharedStore = Arc<dyn Store>;
