@@ -120,8 +120,9 @@ impl Relay {
         i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Leases up to `limit` due deliveries of `destination` for `owner` and delivers them one
-    /// after another; never sleeps (beyond the rate limit). Empty: nothing was due.
+    /// Takes up to `limit` send permits of `destination`'s rate limit (waiting for the first),
+    /// leases at most that many due deliveries for `owner` and delivers them one after
+    /// another; never sleeps otherwise. Empty: nothing was due.
     pub async fn run_once(
         &self,
         destination: &str,
