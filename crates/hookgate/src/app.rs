@@ -1,6 +1,9 @@
-//! Building and running a gateway: open the store, bind the listeners (port 0 works and is
-//! reported), serve, reload on request, and shut down in order.
+//! Building and running a gateway: open the store, bind the listeners of its roles (port 0
+//! works and is reported), serve, start the background stages, reload on request, and shut
+//! down in order. `hookgate serve` and `hookgate worker` are this one gateway with different
+//! [`Roles`].
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,8 +15,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::state::{AppState, Clock, Runtime};
-use crate::worker::{Processor, WorkerPool};
+use crate::stage::StagePool;
+use crate::state::{AppState, Clock, Runtime, SystemClock};
 use crate::{admin, ingress, telemetry};
 
 /// Opens the backend named by `store.url` (see [`hookgate_store::open`]).
@@ -28,41 +31,129 @@ pub async fn open_store(config: &Config) -> anyhow::Result<SharedStore> {
         .with_context(|| format!("store.url: cannot open {}", crate::config::redact_url(url)))
 }
 
+/// What one gateway process does. A role whose configuration is absent (no `[admin]`,
+/// `[worker] concurrency = 0`, no destinations or `[relay] enabled = false`) is skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    /// The webhook listener.
+    pub ingress: bool,
+    /// The processing stage (`[worker]`).
+    pub workers: bool,
+    /// The delivery stage (`[relay]`, `[[destinations]]`).
+    pub relay: bool,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin: bool,
+}
+
+impl Roles {
+    /// `hookgate serve`: everything that is configured.
+    pub const SERVE: Roles = Roles {
+        ingress: true,
+        workers: true,
+        relay: true,
+        admin: true,
+    };
+    /// `hookgate worker`: the background stages and the admin listener, no webhook listener.
+    pub const WORKER: Roles = Roles {
+        ingress: false,
+        ..Roles::SERVE
+    };
+}
+
+/// What a gateway is built from besides its configuration (tests pass their own).
+pub struct GatewayParts {
+    /// `None`: open the store named by `store.url`.
+    pub store: Option<SharedStore>,
+    pub clock: Arc<dyn Clock>,
+    /// Print the [`Listening`] line on stdout once every listener is bound.
+    pub announce: bool,
+}
+
+impl GatewayParts {
+    /// The store named by the configuration, read with `clock`, not announced.
+    pub fn clock(clock: Arc<dyn Clock>) -> GatewayParts {
+        GatewayParts {
+            store: None,
+            clock,
+            announce: false,
+        }
+    }
+
+    /// These parts with `store` instead of the configured one.
+    pub fn with_store(self, store: SharedStore) -> GatewayParts {
+        GatewayParts {
+            store: Some(store),
+            ..self
+        }
+    }
+}
+
+/// The addresses a gateway bound, `None` for a listener its roles or configuration leave out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listening {
+    pub webhook: Option<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+}
+
+impl Listening {
+    /// The one stdout line that reports them:
+    /// `{"listening":{"webhook":"127.0.0.1:PORT","admin":"127.0.0.1:PORT"}}` (`null` when absent).
+    pub fn line(&self) -> String {
+        let addr = |a: Option<SocketAddr>| a.map(|a| a.to_string());
+        serde_json::json!({
+            "listening": { "webhook": addr(self.webhook), "admin": addr(self.admin) }
+        })
+        .to_string()
+    }
+}
+
 /// A running gateway.
 pub struct Gateway {
-    pub webhook_addr: SocketAddr,
+    /// `None` without the ingress role.
+    pub webhook_addr: Option<SocketAddr>,
     pub admin_addr: Option<SocketAddr>,
     pub state: Arc<AppState>,
     shutdown: watch::Sender<bool>,
-    ingress: JoinHandle<()>,
+    ingress: Option<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
-    /// `None` when `[worker] concurrency = 0`.
-    workers: Option<WorkerPool>,
-    /// `None` without destinations or with `[relay] enabled = false`.
-    relay: Option<crate::relay::RelayPool>,
+    /// The running background stages (processing, delivery).
+    stages: Vec<(StagePool, std::time::Duration)>,
     config_path: PathBuf,
 }
 
 impl Gateway {
-    /// Binds both listeners and starts serving.
-    pub async fn start(config: Config, clock: Arc<dyn Clock>) -> anyhow::Result<Gateway> {
-        let store = open_store(&config).await?;
-        Self::start_with_store(config, store, clock).await
+    /// Opens the configured store and starts `roles` on the system clock, announcing the
+    /// bound addresses on stdout (what the `serve` and `worker` commands run).
+    pub async fn start(config: Config, roles: Roles) -> anyhow::Result<Gateway> {
+        let parts = GatewayParts {
+            announce: true,
+            ..GatewayParts::clock(Arc::new(SystemClock))
+        };
+        Self::start_with(config, roles, parts).await
     }
 
-    pub async fn start_with_store(
+    /// Binds every listener of `roles`, serves them, then starts the background stages.
+    pub async fn start_with(
         config: Config,
-        store: SharedStore,
-        clock: Arc<dyn Clock>,
+        roles: Roles,
+        parts: GatewayParts,
     ) -> anyhow::Result<Gateway> {
-        let tls = match &config.server.tls {
-            Some(t) => Some(ingress::tls_acceptor(&t.cert, &t.key)?),
-            None => None,
+        let store = match parts.store {
+            Some(store) => store,
+            None => open_store(&config).await?,
         };
-        let listener = ingress::bind(config.server.listen, config.server.max_connections)
-            .with_context(|| format!("server.listen: cannot bind {}", config.server.listen))?;
-        let webhook_addr = listener.local_addr()?;
-        let admin_listener = match config.admin_listen {
+        let webhook = if roles.ingress {
+            let tls = match &config.server.tls {
+                Some(t) => Some(ingress::tls_acceptor(&t.cert, &t.key)?),
+                None => None,
+            };
+            let listener = ingress::bind(config.server.listen, config.server.max_connections)
+                .with_context(|| format!("server.listen: cannot bind {}", config.server.listen))?;
+            Some((listener, tls))
+        } else {
+            None
+        };
+        let admin_listener = match config.admin_listen.filter(|_| roles.admin) {
             Some(addr) => Some(
                 TcpListener::bind(addr)
                     .await
@@ -70,13 +161,19 @@ impl Gateway {
             ),
             None => None,
         };
-        let admin_addr = admin_listener
-            .as_ref()
-            .map(|l| l.local_addr())
-            .transpose()?;
+        let listening = Listening {
+            webhook: webhook.as_ref().map(|(l, _)| l.local_addr()).transpose()?,
+            admin: admin_listener
+                .as_ref()
+                .map(|l| l.local_addr())
+                .transpose()?,
+        };
+        if parts.announce {
+            announce(&listening).context("writing the listening line to stdout")?;
+        }
         let server = config.server.clone();
         let config_path = config.path.clone();
-        let state = AppState::new(Arc::new(config), store, clock);
+        let state = AppState::new(Arc::new(config), store, parts.clock);
         let (shutdown, shutdown_rx) = watch::channel(false);
 
         let admin = admin_listener.map(|listener| {
@@ -90,40 +187,39 @@ impl Gateway {
                     .await;
             })
         });
-        if let Some(limiter_state) = state.client_limiter.as_ref().map(|_| state.clone()) {
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
-                loop {
-                    tick.tick().await;
-                    if let Some(l) = &limiter_state.client_limiter {
-                        l.prune();
-                    }
-                }
-            });
+        let ingress = webhook.map(|(listener, tls)| {
+            spawn_client_limiter_pruning(&state);
+            tokio::spawn(ingress::serve(
+                listener,
+                tls,
+                state.clone(),
+                server,
+                shutdown_rx,
+            ))
+        });
+        let mut stages = Vec::new();
+        if roles.workers
+            && let Some(pool) = crate::worker::start(&state)?
+        {
+            stages.push((pool, crate::worker::grace(&state)));
         }
-        let ingress = tokio::spawn(ingress::serve(
-            listener,
-            tls,
-            state.clone(),
-            server,
-            shutdown_rx,
-        ));
-        let workers = start_workers(&state)?;
-        let relay = crate::relay::start(&state).await?;
-        tracing::info!(%webhook_addr, admin = ?admin_addr, "hookgate listening");
+        if roles.relay
+            && let Some(pool) = crate::relay::start(&state).await?
+        {
+            stages.push((pool, crate::relay::grace(&state)));
+        }
+        tracing::info!(webhook = ?listening.webhook, admin = ?listening.admin, "hookgate listening");
         Ok(Gateway {
-            webhook_addr,
-            admin_addr,
+            webhook_addr: listening.webhook,
+            admin_addr: listening.admin,
             state,
             shutdown,
             ingress,
             admin,
-            workers,
-            relay,
+            stages,
             config_path,
         })
     }
-
     /// Re-reads the configuration file and its `file:` secrets. On any error the running
     /// configuration stays and the error is returned (and logged by the caller).
     pub fn reload(&self) -> anyhow::Result<()> {
@@ -145,23 +241,20 @@ impl Gateway {
         Ok(())
     }
 
-    /// Stops accepting, lets in-flight requests finish (commit and answer), then closes the store.
+    /// Stops accepting, lets in-flight requests finish (commit and answer), stops the
+    /// background stages (each within its grace), then closes the store.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
-        let workers = self.workers.map(|pool| {
-            let grace = worker_grace(&self.state);
-            tokio::spawn(pool.shutdown(grace))
-        });
-        let relay = self.relay.map(|pool| {
-            let grace = crate::relay::grace(&self.state);
-            tokio::spawn(pool.shutdown(grace))
-        });
-        let _ = self.ingress.await;
-        if let Some(workers) = workers {
-            let _ = workers.await;
+        let stages: Vec<_> = self
+            .stages
+            .into_iter()
+            .map(|(pool, grace)| tokio::spawn(pool.shutdown(grace)))
+            .collect();
+        if let Some(ingress) = self.ingress {
+            let _ = ingress.await;
         }
-        if let Some(relay) = relay {
-            let _ = relay.await;
+        for stage in stages {
+            let _ = stage.await;
         }
         if let Some(admin) = self.admin {
             let _ = admin.await;
@@ -171,28 +264,27 @@ impl Gateway {
     }
 }
 
-/// Starts `[worker] concurrency` workers on `state` (none when it is 0).
-pub fn start_workers(state: &Arc<AppState>) -> anyhow::Result<Option<WorkerPool>> {
-    let worker = state.runtime.load().config.worker.clone();
-    if worker.concurrency == 0 {
-        return Ok(None);
-    }
-    let processor = Arc::new(Processor::new(state.clone())?);
-    Ok(Some(WorkerPool::start(
-        processor,
-        worker.concurrency,
-        worker.poll_interval,
-    )))
+/// Prints the listening line on stdout (logs go to stderr) and flushes it.
+fn announce(listening: &Listening) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", listening.line())?;
+    out.flush()
 }
 
-/// How long shutdown waits for in-flight events: at most the lease (after it, the event
-/// would return to the inbox anyway), at most 10 s.
-pub fn worker_grace(state: &AppState) -> std::time::Duration {
-    state
-        .runtime
-        .load()
-        .config
-        .worker
-        .lease
-        .min(std::time::Duration::from_secs(10))
+/// Forgets idle per-client rate-limit entries once a minute (ingress only).
+fn spawn_client_limiter_pruning(state: &Arc<AppState>) {
+    if state.client_limiter.is_none() {
+        return;
+    }
+    let state = Arc::downgrade(state);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            let Some(state) = state.upgrade() else { return };
+            if let Some(l) = &state.client_limiter {
+                l.prune();
+            }
+        }
+    });
 }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod ingress;
 pub mod relay;
 pub mod secrets;
+pub mod stage;
 pub mod state;
 pub mod tasks;
 pub mod telemetry;

@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{Config, EndpointConfig};
 use crate::ingress::limits::{ClientLimiter, EndpointBudget};
+use crate::stage::StageHealth;
 
 /// The only place the gateway reads the wall clock; tests pin it.
 pub trait Clock: Send + Sync + 'static {
@@ -92,6 +93,8 @@ pub struct AppState {
     /// Global cap on requests being handled (flood protection before verification).
     pub in_flight: Arc<Semaphore>,
     pub client_limiter: Option<ClientLimiter>,
+    /// Which background stages run (for `/readyz`).
+    pub stages: Arc<StageHealth>,
 }
 
 impl AppState {
@@ -103,6 +106,7 @@ impl AppState {
             clock,
             in_flight: Arc::new(Semaphore::new(server.max_in_flight)),
             client_limiter: server.per_client_rate.map(ClientLimiter::new),
+            stages: Arc::new(StageHealth::default()),
         })
     }
 }

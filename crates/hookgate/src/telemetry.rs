@@ -1,6 +1,8 @@
 //! Logs and metrics. Each observable thing has one function here that counts and logs
 //! together, so metric names are not scattered strings. Nothing here ever sees a body, a
 //! signature or a secret: only endpoint ids, provider ids, outcomes and our own inbox ids.
+//! The `metrics` macros are allowed only in this file (`clippy.toml`).
+#![allow(clippy::disallowed_macros)]
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -23,6 +25,11 @@ pub const OUTBOX_PENDING: &str = "hookgate_outbox_pending";
 pub const OUTBOX_OLDEST_AGE: &str = "hookgate_outbox_oldest_pending_age_seconds";
 pub const OUTBOX_FAILED: &str = "hookgate_outbox_failed";
 pub const BACKLOG_PROBE_FAILURES: &str = "hookgate_backlog_probe_failures_total";
+pub const EVENTS_PROCESSED: &str = "hookgate_events_processed_total";
+pub const EVENTS_FAILED: &str = "hookgate_events_failed_total";
+pub const DELIVERIES: &str = "hookgate_deliveries_total";
+pub const BACKGROUND_RESTARTS: &str = "hookgate_background_restarts_total";
+pub const BACKGROUND_STAGE_UP: &str = "hookgate_background_stage_up";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -114,4 +121,120 @@ pub fn backlog_observed(b: &hookgate_store::Backlog, now_ms: i64) {
 pub fn backlog_unavailable() {
     counter!(BACKLOG_PROBE_FAILURES).increment(1);
     tracing::warn!("backlog probe failed; lag gauges are stale");
+}
+
+/// An inbox row's processing was committed with `outcome`.
+pub fn event_processed(inbox_id: &str, endpoint: &str, outcome: hookgate_core::Outcome) {
+    tracing::debug!(inbox_id, endpoint, %outcome, "event processed");
+    counter!(EVENTS_PROCESSED, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// A leased row was delivered and marked `DELIVERED`.
+pub fn delivered(inbox_id: &str, destination: &str, attempt: u32, duplicate: bool) {
+    if duplicate {
+        tracing::info!(
+            inbox_id,
+            destination,
+            attempt,
+            "delivered (deduplicated by the destination: an earlier publish had landed)"
+        );
+    } else {
+        tracing::debug!(inbox_id, destination, attempt, "delivered");
+    }
+    counter!(DELIVERIES, "destination" => destination.to_owned(), "result" => "delivered")
+        .increment(1);
+}
+
+/// An attempt failed and the row is due again in `retry_in_ms`.
+pub fn attempt_retrying(
+    subject: &crate::stage::attempt::Subject<'_>,
+    retry_in_ms: i64,
+    error: &str,
+) {
+    let crate::stage::attempt::Subject {
+        stage,
+        inbox_id,
+        destination,
+        attempt,
+    } = *subject;
+    tracing::info!(
+        stage,
+        inbox_id,
+        destination,
+        attempt,
+        retry_in_ms,
+        error,
+        "attempt failed; will retry"
+    );
+    if let Some(destination) = destination {
+        counter!(DELIVERIES, "destination" => destination.to_owned(), "result" => "retrying")
+            .increment(1);
+    }
+}
+
+/// An attempt failed for good: the row is `FAILED` (an operator may retry it).
+pub fn attempt_failed(subject: &crate::stage::attempt::Subject<'_>, error: &str) {
+    let crate::stage::attempt::Subject {
+        stage,
+        inbox_id,
+        destination,
+        attempt,
+    } = *subject;
+    tracing::warn!(
+        stage,
+        inbox_id,
+        destination,
+        attempt,
+        error,
+        "attempt failed; the row is FAILED"
+    );
+    match destination {
+        Some(destination) => {
+            counter!(DELIVERIES, "destination" => destination.to_owned(), "result" => "failed")
+                .increment(1);
+        }
+        None => counter!(EVENTS_FAILED).increment(1),
+    }
+}
+
+/// Recording a failed attempt failed: the row returns after its lease.
+pub fn attempt_not_recorded(
+    subject: &crate::stage::attempt::Subject<'_>,
+    error: &hookgate_store::StoreError,
+) {
+    let crate::stage::attempt::Subject {
+        stage,
+        inbox_id,
+        destination,
+        ..
+    } = *subject;
+    tracing::warn!(stage, inbox_id, destination, error = %error, "recording the failed attempt failed; the row returns after its lease");
+}
+
+/// A background stage starts: its gauge and restart counter exist from now on.
+pub fn stage_registered(stage: &'static str) {
+    counter!(BACKGROUND_RESTARTS, "stage" => stage).increment(0);
+    stage_up(stage, true);
+}
+
+/// Whether every loop of a background stage runs (1) or one is down (0).
+pub fn stage_up(stage: &'static str, up: bool) {
+    gauge!(BACKGROUND_STAGE_UP, "stage" => stage).set(if up { 1.0 } else { 0.0 });
+}
+
+/// A loop of a background stage stopped without being asked to; it restarts after `backoff`.
+pub fn stage_loop_died(stage: &'static str, index: usize, cause: &str, backoff: Duration) {
+    tracing::error!(
+        stage,
+        index,
+        cause,
+        restart_in_ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX),
+        "background loop died; restarting it"
+    );
+}
+
+/// A loop that died runs again.
+pub fn stage_loop_restarted(stage: &'static str, index: usize) {
+    counter!(BACKGROUND_RESTARTS, "stage" => stage).increment(1);
+    tracing::info!(stage, index, "background loop restarted");
 }

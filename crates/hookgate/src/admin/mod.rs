@@ -1,14 +1,16 @@
 //! The admin listener: `/metrics` (Prometheus; each scrape also reads the durable backlog for
-//! the lag gauges), `/healthz` (the process runs), `/readyz`
-//! (ready only when the store answers). Kept off the webhook listener so providers never see it.
+//! the lag gauges), `/healthz` (the process runs), `/readyz` (503 only when the store does not
+//! answer or a background stage is down; its JSON body lists every problem, degraded ones
+//! too). Kept off the webhook listener so providers never see it.
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
+use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Serialize;
 
 use crate::state::AppState;
 use crate::telemetry;
@@ -37,10 +39,49 @@ async fn render_metrics(State(s): State<AdminState>) -> String {
     s.metrics.render()
 }
 
-async fn ready(State(s): State<AdminState>) -> (StatusCode, &'static str) {
-    let probe = tokio::time::timeout(std::time::Duration::from_secs(1), s.app.store.ping()).await;
-    match probe {
-        Ok(Ok(())) => (StatusCode::OK, "ready\n"),
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "store unavailable\n"),
+/// Something `/readyz` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Problem {
+    /// The store did not answer a ping within a second.
+    StoreUnreachable,
+    /// A loop of this background stage died and is not running again yet.
+    StageDown { stage: &'static str },
+}
+
+impl Problem {
+    /// Whether the gateway is unready with this problem (degraded states are listed only).
+    fn blocks_readiness(&self) -> bool {
+        match self {
+            Problem::StoreUnreachable | Problem::StageDown { .. } => true,
+        }
     }
+}
+
+#[derive(Debug, Serialize)]
+struct Readiness {
+    ready: bool,
+    problems: Vec<Problem>,
+}
+
+async fn ready(State(s): State<AdminState>) -> (StatusCode, Json<Readiness>) {
+    let probe = tokio::time::timeout(std::time::Duration::from_secs(1), s.app.store.ping()).await;
+    let mut problems = Vec::new();
+    if !matches!(probe, Ok(Ok(()))) {
+        problems.push(Problem::StoreUnreachable);
+    }
+    problems.extend(
+        s.app
+            .stages
+            .down()
+            .into_iter()
+            .map(|stage| Problem::StageDown { stage }),
+    );
+    let ready = !problems.iter().any(Problem::blocks_readiness);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(Readiness { ready, problems }))
 }

@@ -1,19 +1,17 @@
-//! Command-line interface: `serve`, `config check`, `send`.
+//! Command-line interface: `serve`, `worker`, `config check`, `send`, `bench`, `events`.
+//! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
 pub mod bench;
 pub mod events;
 pub mod send;
-pub mod worker;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use crate::app::Gateway;
+use crate::app::{Gateway, Roles};
 use crate::config::{self, Config};
-use crate::state::SystemClock;
 use crate::telemetry;
 
 #[derive(Debug, Parser)]
@@ -43,7 +41,8 @@ pub enum Command {
     Send(send::SendArgs),
     /// Load-generate signed traffic against a running gateway, then verify its store.
     Bench(bench::BenchArgs),
-    /// Run the processing workers alone (no webhook listener), for split deployments.
+    /// Run the processing workers and the relay alone (no webhook listener; the admin
+    /// listener when configured), for split deployments.
     Worker {
         #[arg(long, short)]
         config: PathBuf,
@@ -67,7 +66,7 @@ pub enum ConfigCommand {
 /// Runs the CLI; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve { config } => serve(config),
+        Command::Serve { config } => run_gateway(config, Roles::SERVE),
         Command::Config {
             command: ConfigCommand::Check { config },
         } => {
@@ -86,29 +85,40 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             rt.block_on(send::run(args))
         }
         Command::Bench(args) => bench::run_blocking(args),
-        Command::Worker { config } => worker::run(config),
+        Command::Worker { config } => run_gateway(config, Roles::WORKER),
         Command::Events { command } => events::run(command),
     }
 }
 
-fn serve(path: PathBuf) -> anyhow::Result<i32> {
+/// Runs a gateway with `roles` until SIGTERM or SIGINT, then drains it.
+fn run_gateway(path: PathBuf, roles: Roles) -> anyhow::Result<i32> {
     let config = Config::load(&path)?;
     telemetry::init_logging(&config.log);
     for w in &config.warnings {
         tracing::warn!("{w}");
+    }
+    if !roles.ingress && config.worker.concurrency == 0 && !relay_runs(&config) {
+        anyhow::bail!(
+            "worker.concurrency is 0 and no relay runs (no destinations, or relay.enabled = false): nothing to run"
+        );
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let _ = telemetry::metrics_handle();
-        let gateway = Gateway::start(config, Arc::new(SystemClock)).await?;
+        let gateway = Gateway::start(config, roles).await?;
         wait_for_signals(&gateway)
             .await
             .context("installing signal handlers")?;
         gateway.shutdown().await;
         Ok(0)
     })
+}
+
+/// The configuration starts the delivery stage.
+fn relay_runs(config: &Config) -> bool {
+    config.relay.enabled && !config.destinations.is_empty()
 }
 
 /// SIGHUP reloads; SIGTERM or SIGINT returns so the caller drains and exits.

@@ -2,11 +2,14 @@
 //! destinations and records the result.
 //!
 //! One loop per destination, so a destination that is down or slow only ever holds its own
-//! rows: each loop leases at most as many due rows of ITS destination as it has free
-//! delivery slots (`concurrency`), waits for its rate limit, and delivers each in its own
-//! task; memory is bounded by `concurrency` deliveries per destination. Nothing here runs on
-//! the acknowledgement path, and no transaction is open while a delivery is on the network:
-//! the lease is one short store call, the result another, fenced on the lease.
+//! rows: each loop first takes free delivery slots (`concurrency`), then as many send permits
+//! of its rate limit as it has slots (waiting for the first), and only then leases at most
+//! that many due rows of ITS destination — so no leased row ever waits for the rate limiter
+//! while its lease runs out (a permit taken when nothing is due is spent unused). Each row is
+//! delivered in its own task; memory is bounded by `concurrency` deliveries per destination.
+//! Nothing here runs on the acknowledgement path, and no transaction is open while a
+//! delivery is on the network: the lease is one short store call, the result another, fenced
+//! on the lease.
 //!
 //! For one leased delivery: open the sealed payload with the runtime keyring (the provider's
 //! original bytes), hand it to the destination with the inbox id as idempotency key, then
@@ -15,8 +18,9 @@
 //! between publish and mark (failpoint `relay.after_publish_before_mark`) re-delivers after
 //! the lease with the same key: effectively once, never "exactly once".
 //!
-//! [`Relay::run_once`] delivers one batch of one destination without sleeping (tests drain
-//! with it); [`RelayPool`] runs the loops.
+//! [`Relay::run_once`] delivers one batch of one destination without sleeping beyond its rate
+//! limit (tests drain with it); [`start`] runs the loops as the supervised `delivery` stage
+//! ([`crate::stage`]).
 
 pub mod ops;
 
@@ -25,8 +29,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use hookgate_core::RowIdentity;
-use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, RetryDecision, bounded};
 use hookgate_relay::http::HttpDestination;
 use hookgate_relay::nats::NatsDestination;
 use hookgate_relay::{DeliveryError, Destination, Message};
@@ -35,29 +37,24 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::config::destinations::{DestinationConfig, DestinationKind};
+use crate::stage::attempt::{
+    Failure, Subject, attempt_number, next_attempt, open_payload, settle_failure,
+};
+use crate::stage::{self, Settled, StageLoop, StagePool, Step};
 use crate::state::AppState;
-use crate::tasks::StoppableTasks;
+use crate::telemetry;
 
-/// Most rows one lease call takes (bounded further by free delivery slots).
+/// Most rows one lease call takes (bounded further by free delivery slots and send permits).
 const MAX_LEASE_BATCH: usize = 64;
 
-/// How one leased delivery ended, for logs and tests.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeliveryOutcome {
-    /// `DELIVERED`; `duplicate` when the destination had already seen the key.
-    Delivered {
-        duplicate: bool,
-    },
-    /// Still `PENDING`, due at this time.
-    Retrying {
-        at_ms: i64,
-    },
-    Failed,
-    /// The lease expired before the result was recorded; another relay owns the row.
-    LeaseLost,
-    /// Recording the result failed; the row returns after its lease.
-    StoreFailed,
+/// A delivery the destination accepted; `duplicate` when it had already seen the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub duplicate: bool,
 }
+
+/// How one leased delivery ended, for logs and tests: `Retrying` is still `PENDING`, due then.
+pub type DeliveryOutcome = Settled<Delivered>;
 
 /// One destination as the relay uses it.
 pub struct DestinationRuntime {
@@ -123,8 +120,9 @@ impl Relay {
         i64::try_from(lease.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Leases up to `limit` due deliveries of `destination` for `owner` and delivers them one
-    /// after another; never sleeps (beyond the rate limit). Empty: nothing was due.
+    /// Takes up to `limit` send permits of `destination`'s rate limit (waiting for the first),
+    /// leases at most that many due deliveries for `owner` and delivers them one after
+    /// another; never sleeps otherwise. Empty: nothing was due.
     pub async fn run_once(
         &self,
         destination: &str,
@@ -138,20 +136,52 @@ impl Relay {
         else {
             return Ok(Vec::new());
         };
-        let now = self.state.clock.now_ms();
-        let leased = self
-            .state
-            .store
-            .lease_deliveries(destination, owner, now, self.lease_ms(), limit)
-            .await?;
+        let granted = d
+            .send_permits(usize::try_from(limit).unwrap_or(usize::MAX))
+            .await;
+        let leased = self.lease(d, owner, granted).await?;
         let mut out = Vec::with_capacity(leased.len());
         for row in leased {
-            if let Some(l) = &d.limiter {
-                l.until_ready().await;
-            }
             out.push(deliver_one(&self.state, d, owner, row).await);
         }
         Ok(out)
+    }
+
+    /// Leases up to `limit` due deliveries of `d` for `owner`.
+    async fn lease(
+        &self,
+        d: &DestinationRuntime,
+        owner: &str,
+        limit: usize,
+    ) -> Result<Vec<LeasedDelivery>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.state.clock.now_ms();
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        self.state
+            .store
+            .lease_deliveries(&d.config.id, owner, now, self.lease_ms(), limit)
+            .await
+    }
+}
+
+impl DestinationRuntime {
+    /// Waits until the rate limit lets one message go, then takes up to `max` send permits in
+    /// all without waiting more; returns how many were granted (`max` without a rate limit).
+    async fn send_permits(&self, max: usize) -> usize {
+        let Some(limiter) = &self.limiter else {
+            return max;
+        };
+        if max == 0 {
+            return 0;
+        }
+        limiter.until_ready().await;
+        let mut granted = 1;
+        while granted < max && limiter.check().is_ok() {
+            granted += 1;
+        }
+        granted
     }
 }
 
@@ -164,24 +194,7 @@ async fn deliver_one(
 ) -> DeliveryOutcome {
     let LeasedDelivery { delivery, event } = row;
     let runtime = state.runtime.load_full();
-    let body = match &event.payload {
-        None => Err(DeliveryError::Permanent(
-            "payload was purged by retention".into(),
-        )),
-        Some(sealed) => runtime
-            .keyring
-            .open(
-                &RowIdentity {
-                    provider: &event.provider,
-                    endpoint_id: &event.endpoint_id,
-                    provider_event_id: &event.provider_event_id,
-                },
-                event.payload_key_version,
-                sealed,
-            )
-            .map_err(|e| DeliveryError::Permanent(format!("cannot open the sealed payload: {e}"))),
-    };
-    let result = match &body {
+    let result = match open_payload(&runtime.keyring, &event) {
         Ok(body) => {
             let message = Message {
                 inbox_id: &event.inbox_id,
@@ -189,17 +202,21 @@ async fn deliver_one(
                 endpoint_id: &event.endpoint_id,
                 provider_event_id: &event.provider_event_id,
                 event_type: event.event_type.as_deref(),
-                body,
+                body: &body,
                 timestamp: state.clock.now_secs(),
             };
             d.destination.deliver(&message).await
         }
-        Err(e) => Err(e.clone()),
+        Err(e) => Err(DeliveryError::Permanent(e.to_string())),
     };
-    drop(body);
     let destination = d.config.id.as_str();
-    let attempt = u32::try_from(delivery.attempt_count.max(1)).unwrap_or(u32::MAX);
-    let (retry_at_ms, message) = match result {
+    let subject = Subject {
+        stage: stage::DELIVERY,
+        inbox_id: &event.inbox_id,
+        destination: Some(destination),
+        attempt: attempt_number(delivery.attempt_count),
+    };
+    let failure = match result {
         Ok(delivered) => {
             hookgate_core::fail_point!("relay.after_publish_before_mark");
             let now = state.clock.now_ms();
@@ -209,15 +226,15 @@ async fn deliver_one(
                 .await
             {
                 Ok(()) => {
-                    if delivered.duplicate {
-                        tracing::info!(inbox_id = %event.inbox_id, destination, attempt, "delivered (deduplicated by the destination: an earlier publish had landed)");
-                    } else {
-                        tracing::debug!(inbox_id = %event.inbox_id, destination, attempt, "delivered");
-                    }
-                    metrics::counter!("hookgate_deliveries_total", "destination" => destination.to_owned(), "result" => "delivered").increment(1);
-                    DeliveryOutcome::Delivered {
+                    telemetry::delivered(
+                        &event.inbox_id,
+                        destination,
+                        subject.attempt,
+                        delivered.duplicate,
+                    );
+                    DeliveryOutcome::Completed(Delivered {
                         duplicate: delivered.duplicate,
-                    }
+                    })
                 }
                 Err(ProcessingError::LeaseLost) => {
                     tracing::warn!(inbox_id = %event.inbox_id, destination, "delivered, but the lease was lost before marking; it may be delivered again (consumers dedupe)");
@@ -229,110 +246,77 @@ async fn deliver_one(
                 }
             };
         }
-        Err(DeliveryError::Permanent(reason)) => (None, format!("permanent: {reason}")),
+        Err(DeliveryError::Permanent(reason)) => Failure {
+            message: format!("permanent: {reason}"),
+            transient: false,
+            retry_after: None,
+        },
         Err(DeliveryError::Transient {
             reason,
             retry_after,
-        }) => {
-            let now = state.clock.now_ms();
-            match d.config.retry.decide(attempt, rand::random::<u64>()) {
-                RetryDecision::RetryAfterMs(ms) => {
-                    let floor = retry_after.map_or(0, |r| r.as_millis() as u64);
-                    let wait = i64::try_from(ms.max(floor)).unwrap_or(i64::MAX);
-                    (
-                        Some(now.saturating_add(wait)),
-                        format!("transient: {reason}"),
-                    )
-                }
-                RetryDecision::GiveUp => (
-                    None,
-                    format!("attempts exhausted ({attempt}); last: transient: {reason}"),
-                ),
-            }
-        }
+        }) => Failure {
+            message: format!("transient: {reason}"),
+            transient: true,
+            retry_after,
+        },
     };
     let now = state.clock.now_ms();
-    let failure = FailedDelivery {
-        outbox_id: delivery.outbox_id.clone(),
-        owner: owner.to_owned(),
-        now_ms: now,
-        error: bounded(&message, MAX_LAST_ERROR_CHARS),
-        retry_at_ms,
-    };
-    match state.store.fail_delivery(failure).await {
-        Ok(()) => match retry_at_ms {
-            Some(at_ms) => {
-                tracing::info!(inbox_id = %event.inbox_id, destination, attempt, retry_in_ms = at_ms - now, error = %message, "delivery failed; will retry");
-                metrics::counter!("hookgate_deliveries_total", "destination" => destination.to_owned(), "result" => "retrying").increment(1);
-                DeliveryOutcome::Retrying { at_ms }
-            }
-            None => {
-                tracing::warn!(inbox_id = %event.inbox_id, destination, attempt, error = %message, "delivery FAILED");
-                metrics::counter!("hookgate_deliveries_total", "destination" => destination.to_owned(), "result" => "failed").increment(1);
-                DeliveryOutcome::Failed
-            }
-        },
-        Err(ProcessingError::LeaseLost) => DeliveryOutcome::LeaseLost,
-        Err(ProcessingError::Store(e)) => {
-            tracing::warn!(inbox_id = %event.inbox_id, destination, error = %e, "recording the failed delivery failed; it returns after its lease");
-            DeliveryOutcome::StoreFailed
-        }
-    }
+    let next = next_attempt(
+        Some(&d.config.retry),
+        subject.attempt,
+        failure,
+        now,
+        rand::random::<u64>(),
+    );
+    let recorded = state
+        .store
+        .fail_delivery(FailedDelivery {
+            outbox_id: delivery.outbox_id.clone(),
+            owner: owner.to_owned(),
+            now_ms: now,
+            error: next.last_error(),
+            retry_at_ms: next.retry_at_ms,
+        })
+        .await;
+    settle_failure(&subject, &next, now, recorded)
 }
 
-/// The relay's loops, one per destination.
-pub struct RelayPool {
-    tasks: StoppableTasks,
-}
-
-impl RelayPool {
-    pub fn start(relay: Arc<Relay>, poll_interval: Duration) -> RelayPool {
-        let (mut tasks, stop_rx) = StoppableTasks::new();
-        let instance = uuid::Uuid::now_v7();
-        for d in &relay.destinations {
-            let owner = format!("relay-{instance}/{}", d.config.id);
-            tasks.push(tokio::spawn(destination_loop(
-                Arc::clone(&relay),
-                Arc::clone(d),
-                owner,
-                poll_interval,
-                stop_rx.clone(),
-            )));
-        }
-        tracing::info!(destinations = ?relay.destination_ids(), "relay started");
-        RelayPool { tasks }
-    }
-
-    /// Stops leasing; waits up to `grace` for deliveries in flight, then abandons them (their
-    /// leases expire and they are delivered again, with the same key).
-    pub async fn shutdown(self, grace: Duration) {
-        self.tasks
-            .shutdown(
-                grace,
-                "deliveries were still in flight at shutdown; they return after the lease",
-            )
-            .await;
-        tracing::info!("relay stopped");
-    }
-}
-
-async fn destination_loop(
+/// The delivery stage: loop `i` delivers destination `i`.
+struct DeliveryLoops {
     relay: Arc<Relay>,
-    d: Arc<DestinationRuntime>,
+    instance: uuid::Uuid,
+}
+
+/// One destination's loop: its lease owner id and its deliveries in flight.
+struct DestinationLoop {
+    destination: Arc<DestinationRuntime>,
     owner: String,
-    poll_interval: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut in_flight: JoinSet<()> = JoinSet::new();
-    loop {
-        if *stop.borrow() {
-            break;
+    in_flight: JoinSet<()>,
+}
+
+impl StageLoop for DeliveryLoops {
+    type Local = DestinationLoop;
+
+    fn name(&self) -> &'static str {
+        stage::DELIVERY
+    }
+
+    fn start_loop(&self, index: usize) -> DestinationLoop {
+        let destination = Arc::clone(&self.relay.destinations[index]);
+        DestinationLoop {
+            owner: format!("relay-{}/{}", self.instance, destination.config.id),
+            destination,
+            in_flight: JoinSet::new(),
         }
-        while in_flight.try_join_next().is_some() {}
-        // Wait for a free slot, then take every free slot (bounded) as this batch's limit.
+    }
+
+    async fn step(&self, l: &mut DestinationLoop, stop: &mut watch::Receiver<bool>) -> Step {
+        while l.in_flight.try_join_next().is_some() {}
+        let d = &l.destination;
+        // Wait for a free slot, then take every free slot (bounded) …
         let first = tokio::select! {
-            p = Arc::clone(&d.slots).acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = stop.changed() => break,
+            p = Arc::clone(&d.slots).acquire_owned() => match p { Ok(p) => p, Err(_) => return Step::Stopped },
+            _ = stop.changed() => return Step::Stopped,
         };
         let mut slots = vec![first];
         while slots.len() < MAX_LEASE_BATCH {
@@ -341,62 +325,61 @@ async fn destination_loop(
                 Err(_) => break,
             }
         }
-        let wanted = slots.len();
-        let now = relay.state.clock.now_ms();
-        let leased = relay
-            .state
-            .store
-            .lease_deliveries(
-                &d.config.id,
-                &owner,
-                now,
-                relay.lease_ms(),
-                u32::try_from(wanted).unwrap_or(u32::MAX),
-            )
-            .await;
-        let got = match leased {
-            Ok(rows) => {
-                let got = rows.len();
-                for row in rows {
-                    if let Some(l) = &d.limiter {
-                        l.until_ready().await;
-                    }
-                    let Some(slot) = slots.pop() else { break };
-                    let state = Arc::clone(&relay.state);
-                    let d = Arc::clone(&d);
-                    let owner = owner.clone();
-                    in_flight.spawn(async move {
-                        deliver_one(&state, &d, &owner, row).await;
-                        drop(slot);
-                    });
-                }
-                got
-            }
+        // … and as many send permits, so every row leased below can go out at once.
+        let granted = tokio::select! {
+            n = d.send_permits(slots.len()) => n,
+            _ = stop.changed() => return Step::Stopped,
+        };
+        slots.truncate(granted);
+        let rows = match self.relay.lease(d, &l.owner, granted).await {
+            Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(destination = %d.config.id, error = %e, "leasing deliveries failed");
-                0
+                return Step::Idle;
             }
         };
-        drop(slots);
-        if got < wanted {
-            tokio::select! {
-                _ = tokio::time::sleep(poll_interval) => {}
-                _ = stop.changed() => break,
-            }
+        let got = rows.len();
+        for (row, slot) in rows.into_iter().zip(slots) {
+            let state = Arc::clone(&self.relay.state);
+            let d = Arc::clone(d);
+            let owner = l.owner.clone();
+            l.in_flight.spawn(async move {
+                deliver_one(&state, &d, &owner, row).await;
+                drop(slot);
+            });
+        }
+        if got < granted {
+            Step::Idle
+        } else {
+            Step::Busy
         }
     }
-    // Let deliveries in flight finish and record their result (bounded by the pool's grace).
-    while in_flight.join_next().await.is_some() {}
+
+    async fn finish(&self, mut l: DestinationLoop) {
+        // Deliveries in flight finish and record their result (bounded by the pool's grace).
+        while l.in_flight.join_next().await.is_some() {}
+    }
 }
 
 /// Starts the relay when `[relay] enabled` and destinations are configured.
-pub async fn start(state: &Arc<AppState>) -> anyhow::Result<Option<RelayPool>> {
+pub async fn start(state: &Arc<AppState>) -> anyhow::Result<Option<StagePool>> {
     let config = state.runtime.load().config.clone();
     if !config.relay.enabled || config.destinations.is_empty() {
         return Ok(None);
     }
     let relay = Arc::new(Relay::new(Arc::clone(state)).await?);
-    Ok(Some(RelayPool::start(relay, config.relay.poll_interval)))
+    tracing::info!(destinations = ?relay.destination_ids(), "relay starting");
+    let loops = relay.destinations.len();
+    let stage = DeliveryLoops {
+        relay,
+        instance: uuid::Uuid::now_v7(),
+    };
+    Ok(Some(StagePool::start(
+        Arc::new(stage),
+        loops,
+        config.relay.poll_interval,
+        Arc::clone(&state.stages),
+    )))
 }
 
 /// How long shutdown waits for deliveries in flight: the longest destination timeout plus a

@@ -17,7 +17,8 @@
 //! (`LeaseLost`) — so keep handler timeouts below the lease.
 //!
 //! [`Processor::run_once`] does one unit of work without sleeping (tests drain with it);
-//! [`WorkerPool`] runs `concurrency` loops of it with a short idle sleep.
+//! [`start`] runs `concurrency` supervised loops of it as the `processing` stage
+//! ([`crate::stage`]), with a short idle sleep.
 
 pub mod handler;
 pub mod payments;
@@ -25,8 +26,6 @@ pub mod payments;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookgate_core::RowIdentity;
-use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, RetryDecision, bounded};
 use hookgate_store::{
     FailedAttempt, HandlerOutput, InboxRecord, ProcessingError, ProcessingResult, StoreError,
 };
@@ -35,8 +34,12 @@ use tokio::sync::watch;
 use self::handler::{Handler, HandlerError, VerifiedEvent};
 use self::payments::{PaymentsProjection, StripeFetcher};
 use crate::config::HandlerKind;
+use crate::stage::attempt::{
+    Failure, Subject, attempt_number, next_attempt, open_payload, settle_failure,
+};
+use crate::stage::{self, Settled, StageLoop, StagePool, Step};
 use crate::state::{AppState, Runtime};
-use crate::tasks::StoppableTasks;
+use crate::telemetry;
 
 /// Runs leased rows through their endpoint's handlers and commits the outcome.
 pub struct Processor {
@@ -44,20 +47,8 @@ pub struct Processor {
     http: reqwest::Client,
 }
 
-/// How one leased row ended, for logs and tests.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Processed {
-    Completed(hookgate_core::Outcome),
-    /// Back to RECEIVED, due at this time.
-    Retrying {
-        at_ms: i64,
-    },
-    Failed,
-    /// The lease was lost before the commit; another worker owns the row.
-    LeaseLost,
-    /// The store failed; the row returns after its lease.
-    StoreFailed,
-}
+/// How one leased row ended, for logs and tests: `Retrying` is back to RECEIVED, due then.
+pub type Processed = Settled<hookgate_core::Outcome>;
 
 impl Processor {
     pub fn new(state: Arc<AppState>) -> anyhow::Result<Processor> {
@@ -186,20 +177,8 @@ impl Processor {
 
     /// Decrypts the sealed payload (the row identity is the associated data).
     fn open(&self, runtime: &Runtime, record: &InboxRecord) -> Result<VerifiedEvent, HandlerError> {
-        let Some(sealed) = &record.payload else {
-            return Err(HandlerError::Permanent(
-                "payload was purged by retention".into(),
-            ));
-        };
-        let identity = RowIdentity {
-            provider: &record.provider,
-            endpoint_id: &record.endpoint_id,
-            provider_event_id: &record.provider_event_id,
-        };
-        let body = runtime
-            .keyring
-            .open(&identity, record.payload_key_version, sealed)
-            .map_err(|e| HandlerError::Permanent(format!("cannot open the sealed payload: {e}")))?;
+        let body = open_payload(&runtime.keyring, record)
+            .map_err(|e| HandlerError::Permanent(e.to_string()))?;
         Ok(VerifiedEvent::new(record, body))
     }
 
@@ -229,45 +208,28 @@ impl Processor {
         error: HandlerError,
     ) -> Processed {
         let now = self.state.clock.now_ms();
-        let attempt = u32::try_from(record.attempt_count.max(1)).unwrap_or(u32::MAX);
-        let retry_at_ms = match (policy, error.is_transient()) {
-            (Some(policy), true) => match policy.decide(attempt, rand::random::<u64>()) {
-                RetryDecision::RetryAfterMs(ms) => {
-                    Some(now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
-                }
-                RetryDecision::GiveUp => None,
-            },
-            _ => None,
+        let attempt = attempt_number(record.attempt_count);
+        let failure = Failure {
+            message: error.to_string(),
+            transient: error.is_transient(),
+            retry_after: None,
         };
-        let mut message = error.to_string();
-        if retry_at_ms.is_none() && error.is_transient() {
-            message = format!("attempts exhausted ({attempt}); last: {message}");
-        }
+        let next = next_attempt(policy, attempt, failure, now, rand::random::<u64>());
         let failed = FailedAttempt {
             inbox_id: record.inbox_id.clone(),
             owner: owner.to_owned(),
             now_ms: now,
-            error: bounded(&message, MAX_LAST_ERROR_CHARS),
-            retry_at_ms,
+            error: next.last_error(),
+            retry_at_ms: next.retry_at_ms,
         };
-        match self.state.store.fail_attempt(failed).await {
-            Ok(()) => match retry_at_ms {
-                Some(at_ms) => {
-                    tracing::info!(inbox_id = %record.inbox_id, attempt, retry_in_ms = at_ms - now, error = %message, "processing failed; will retry");
-                    Processed::Retrying { at_ms }
-                }
-                None => {
-                    tracing::warn!(inbox_id = %record.inbox_id, attempt, error = %message, "processing failed; event is FAILED");
-                    metrics::counter!("hookgate_events_failed_total").increment(1);
-                    Processed::Failed
-                }
-            },
-            Err(ProcessingError::LeaseLost) => Processed::LeaseLost,
-            Err(ProcessingError::Store(e)) => {
-                tracing::warn!(inbox_id = %record.inbox_id, error = %e, "recording the failed attempt failed; the event returns after its lease");
-                Processed::StoreFailed
-            }
-        }
+        let recorded = self.state.store.fail_attempt(failed).await;
+        let subject = Subject {
+            stage: stage::PROCESSING,
+            inbox_id: &record.inbox_id,
+            destination: None,
+            attempt,
+        };
+        settle_failure(&subject, &next, now, recorded)
     }
 }
 
@@ -279,9 +241,7 @@ fn committed_outcome(
     match result {
         Ok(outcome) => {
             hookgate_core::fail_point!("worker.after_apply_commit");
-            tracing::debug!(inbox_id = %record.inbox_id, endpoint = %record.endpoint_id, %outcome, "event processed");
-            metrics::counter!("hookgate_events_processed_total", "outcome" => outcome.as_str())
-                .increment(1);
+            telemetry::event_processed(&record.inbox_id, &record.endpoint_id, outcome);
             Processed::Completed(outcome)
         }
         Err(ProcessingError::LeaseLost) => {
@@ -295,44 +255,64 @@ fn committed_outcome(
     }
 }
 
-/// `concurrency` worker loops beside (or without) ingress.
-pub struct WorkerPool {
-    tasks: StoppableTasks,
+/// Starts `[worker] concurrency` supervised worker loops on `state` (none when it is 0).
+pub fn start(state: &Arc<AppState>) -> anyhow::Result<Option<StagePool>> {
+    let worker = state.runtime.load().config.worker.clone();
+    if worker.concurrency == 0 {
+        return Ok(None);
+    }
+    let loops = ProcessingLoops {
+        processor: Processor::new(Arc::clone(state))?,
+        instance: uuid::Uuid::now_v7(),
+    };
+    Ok(Some(StagePool::start(
+        Arc::new(loops),
+        worker.concurrency,
+        worker.poll_interval,
+        Arc::clone(&state.stages),
+    )))
 }
 
-impl WorkerPool {
-    /// Starts the workers; each has its own lease owner id.
-    pub fn start(
-        processor: Arc<Processor>,
-        concurrency: usize,
-        poll_interval: Duration,
-    ) -> WorkerPool {
-        let (mut tasks, stop_rx) = StoppableTasks::new();
-        let instance = uuid::Uuid::now_v7();
-        for i in 0..concurrency {
-            let processor = Arc::clone(&processor);
-            let owner = format!("{instance}/{i}");
-            tasks.push(tokio::spawn(worker_loop(
-                processor,
-                owner,
-                poll_interval,
-                stop_rx.clone(),
-            )));
-        }
-        tracing::info!(concurrency, "workers started");
-        WorkerPool { tasks }
+/// How long shutdown waits for in-flight events: at most the lease (after it, the event
+/// would return to the inbox anyway), at most 10 s.
+pub fn grace(state: &AppState) -> Duration {
+    state
+        .runtime
+        .load()
+        .config
+        .worker
+        .lease
+        .min(Duration::from_secs(10))
+}
+
+/// The processing stage: each loop is one worker with its own lease owner id.
+struct ProcessingLoops {
+    processor: Processor,
+    instance: uuid::Uuid,
+}
+
+impl StageLoop for ProcessingLoops {
+    /// The loop's lease owner id.
+    type Local = String;
+
+    fn name(&self) -> &'static str {
+        stage::PROCESSING
     }
 
-    /// Stops leasing; waits up to `grace` for in-flight events, then abandons them (their
-    /// leases expire and another worker takes them).
-    pub async fn shutdown(self, grace: Duration) {
-        self.tasks
-            .shutdown(
-                grace,
-                "a worker was still busy at shutdown; its event returns after the lease",
-            )
-            .await;
-        tracing::info!("workers stopped");
+    fn start_loop(&self, index: usize) -> String {
+        format!("{}/{index}", self.instance)
+    }
+
+    async fn step(&self, owner: &mut String, _stop: &mut watch::Receiver<bool>) -> Step {
+        let limit = lease_batch(&self.processor.state.runtime.load());
+        match self.processor.run_once(owner, limit).await {
+            Ok(done) if !done.is_empty() => Step::Busy,
+            Ok(_) => Step::Idle,
+            Err(e) => {
+                tracing::warn!(error = %e, "leasing failed");
+                Step::Idle
+            }
+        }
     }
 }
 
@@ -359,33 +339,6 @@ fn without_handlers(runtime: &Runtime) -> bool {
         .endpoints
         .values()
         .all(|e| e.config.handlers.is_empty())
-}
-
-async fn worker_loop(
-    processor: Arc<Processor>,
-    owner: String,
-    poll_interval: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        let limit = lease_batch(&processor.state.runtime.load());
-        let idle = match processor.run_once(&owner, limit).await {
-            Ok(done) => done.is_empty(),
-            Err(e) => {
-                tracing::warn!(error = %e, "leasing failed");
-                true
-            }
-        };
-        if idle {
-            tokio::select! {
-                _ = tokio::time::sleep(poll_interval) => {}
-                _ = stop.changed() => return,
-            }
-        }
-    }
 }
 
 #[cfg(test)]

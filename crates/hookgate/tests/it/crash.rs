@@ -315,9 +315,13 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     std::fs::write(&path, text).unwrap();
     let config = hookgate::config::Config::load(&path).unwrap();
     let now_s = now();
-    let gw = hookgate::app::Gateway::start(config, hookgate::state::FixedClock::at_secs(now_s))
-        .await
-        .unwrap();
+    let gw = hookgate::app::Gateway::start_with(
+        config,
+        hookgate::app::Roles::SERVE,
+        hookgate::app::GatewayParts::clock(hookgate::state::FixedClock::at_secs(now_s)),
+    )
+    .await
+    .unwrap();
     // Fill the disk with a file we can delete later.
     let filler = dir.join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 1024 * 1024 + 512 * 1024]);
@@ -326,7 +330,7 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     let mut saw_503 = false;
     for i in 0..200 {
         let r = post_signed(
-            gw.webhook_addr,
+            gw.webhook_addr.unwrap(),
             "sw",
             "standard_webhooks",
             SECRET,
@@ -361,7 +365,7 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     }
     std::fs::remove_file(&filler).unwrap();
     let r = post_signed(
-        gw.webhook_addr,
+        gw.webhook_addr.unwrap(),
         "sw",
         "standard_webhooks",
         SECRET,

@@ -17,7 +17,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use hmac::Mac;
-use hookgate::app::Gateway;
+use hookgate::app::{Gateway, GatewayParts, Roles};
 use hookgate::config::Config;
 use hookgate::state::{Clock, SystemClock};
 use hookgate_core::{InboxStatus, OutboxStatus};
@@ -380,11 +380,15 @@ impl Harness {
         let config_path = dir.path().join("hookgate.toml");
         std::fs::write(&config_path, config_text(&url, "127.0.0.1:0", rest)).unwrap();
         let config = Config::load(&config_path).expect("valid test config");
-        let gateway = Gateway::start(config, Arc::new(SystemClock) as Arc<dyn Clock>)
-            .await
-            .unwrap();
+        let gateway = Gateway::start_with(
+            config,
+            Roles::SERVE,
+            GatewayParts::clock(Arc::new(SystemClock) as Arc<dyn Clock>),
+        )
+        .await
+        .unwrap();
         Harness {
-            addr: gateway.webhook_addr,
+            addr: gateway.webhook_addr.unwrap(),
             gateway: Some(gateway),
             config_path,
             _dir: dir,

@@ -10,5 +10,6 @@ mod delivery;
 mod pipeline;
 mod postgres;
 mod processing;
+mod roles;
 mod tls;
 mod vectors;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hookgate::app::Gateway;
+use hookgate::app::{Gateway, GatewayParts, Roles};
 use hookgate::config::Config;
 use hookgate::state::{Clock, FixedClock};
 use hookgate::worker::{Processed, Processor};
@@ -291,11 +291,15 @@ impl Harness {
         .unwrap();
         let config = Config::load(&config_path).expect("valid test config");
         let clock = FixedClock::at_secs(NOW);
-        let gateway = Gateway::start(config, clock.clone() as Arc<dyn Clock>)
-            .await
-            .unwrap();
+        let gateway = Gateway::start_with(
+            config,
+            Roles::SERVE,
+            GatewayParts::clock(clock.clone() as Arc<dyn Clock>),
+        )
+        .await
+        .unwrap();
         Harness {
-            addr: gateway.webhook_addr,
+            addr: gateway.webhook_addr.unwrap(),
             gateway: Some(gateway),
             clock,
             config_path,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookgate::app::Gateway;
+use hookgate::app::{Gateway, GatewayParts, Roles};
 use hookgate::config::Config;
 use hookgate::state::{Clock, FixedClock};
 
@@ -103,11 +103,15 @@ impl TestGateway {
         std::fs::write(&path, text).unwrap();
         let config = Config::load(&path).expect("test config is valid");
         let clock = FixedClock::at_secs(now_secs);
-        let gateway = Gateway::start(config, clock.clone() as Arc<dyn Clock>)
-            .await
-            .unwrap();
+        let gateway = Gateway::start_with(
+            config,
+            Roles::SERVE,
+            GatewayParts::clock(clock.clone() as Arc<dyn Clock>),
+        )
+        .await
+        .unwrap();
         TestGateway {
-            addr: gateway.webhook_addr,
+            addr: gateway.webhook_addr.unwrap(),
             admin: gateway.admin_addr.unwrap(),
             gateway: Some(gateway),
             clock,

@@ -1,6 +1,6 @@
 //! Built-in TLS: a real rustls handshake against a self-signed certificate made here.
 
-use hookgate::app::Gateway;
+use hookgate::app::{Gateway, GatewayParts, Roles};
 use hookgate::config::Config;
 use hookgate::state::FixedClock;
 
@@ -29,10 +29,14 @@ async fn webhook_over_builtin_tls() {
     let path = dir.path().join("hookgate.toml");
     std::fs::write(&path, text).unwrap();
     let config = Config::load(&path).unwrap();
-    let gw = Gateway::start(config, FixedClock::at_secs(NOW))
-        .await
-        .unwrap();
-    let port = gw.webhook_addr.port();
+    let gw = Gateway::start_with(
+        config,
+        Roles::SERVE,
+        GatewayParts::clock(FixedClock::at_secs(NOW)),
+    )
+    .await
+    .unwrap();
+    let port = gw.webhook_addr.unwrap().port();
 
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
