@@ -15,8 +15,8 @@ use super::spec::{
 };
 use super::{
     Algorithm, Encoding, Evidence, HandshakeAnswer, HandshakeRule, IdRule, Location, PackAdapter,
-    PackError, Part, ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat, TimeFormat,
-    TimestampRule, Window,
+    PackError, Part, ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat,
+    TimeFormat, TimestampRule, Window,
 };
 
 fn keep(text: &str) -> &'static str {
@@ -57,10 +57,7 @@ fn pick<T: Copy>(
             let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
             paths.err(
                 field,
-                format!(
-                    "unknown {what} {value:?} (expected {})",
-                    names.join(", ")
-                ),
+                format!("unknown {what} {value:?} (expected {})", names.join(", ")),
             )
         })
 }
@@ -190,10 +187,9 @@ fn signature_format(
             prefix: match &p.prefix {
                 Some(prefix) => Some(non_empty(paths, "signature.format.plain.prefix", prefix)?),
                 None if p.prefix_optional => {
-                    return Err(paths.err(
-                        "signature.format.plain.prefix_optional",
-                        "needs a prefix",
-                    ));
+                    return Err(
+                        paths.err("signature.format.plain.prefix_optional", "needs a prefix")
+                    );
                 }
                 None => None,
             },
@@ -295,7 +291,10 @@ fn id_rule(paths: &Paths, spec: &EventIdSpec) -> Result<IdRule, PackError> {
         return Ok(IdRule::Composed(parts));
     }
     let from = locations(paths, "event_id.from", &spec.from)?;
-    if from.iter().any(|l| matches!(l, Location::SignatureParam(_))) {
+    if from
+        .iter()
+        .any(|l| matches!(l, Location::SignatureParam(_)))
+    {
         return Err(paths.err("event_id.from", "an event id is a header or json location"));
     }
     let headers = from.iter().all(|l| matches!(l, Location::Header(_)));
@@ -336,7 +335,10 @@ fn handshake(paths: &Paths, i: usize, spec: &HandshakeSpec) -> Result<HandshakeR
         } => pointer,
         _ => return Err(paths.err(&f("challenge"), "the challenge is a json location")),
     };
-    if matches!(when, Location::SignatureParam(_) | Location::Json { optional: true, .. }) {
+    if matches!(
+        when,
+        Location::SignatureParam(_) | Location::Json { optional: true, .. }
+    ) {
         return Err(paths.err(&f("when"), "expected a header or json location"));
     }
     let answer = match &spec.answer {
@@ -345,7 +347,11 @@ fn handshake(paths: &Paths, i: usize, spec: &HandshakeSpec) -> Result<HandshakeR
             field: non_empty(paths, &f("answer.echo_json.field"), &e.field)?,
         },
         HandshakeAnswerSpec::EchoWithDigest(e) => HandshakeAnswer::EchoWithDigest {
-            echo_field: non_empty(paths, &f("answer.echo_with_digest.echo_field"), &e.echo_field)?,
+            echo_field: non_empty(
+                paths,
+                &f("answer.echo_with_digest.echo_field"),
+                &e.echo_field,
+            )?,
             digest_field: non_empty(
                 paths,
                 &f("answer.echo_with_digest.digest_field"),
@@ -367,7 +373,10 @@ fn covered(from: &[Location], template: &[Part], id_in_template: bool) -> bool {
         && from.iter().all(|l| match l {
             Location::Json { .. } => true,
             Location::Header(h) => {
-                id_in_template || template.iter().any(|p| matches!(p, Part::Header(t) if t == h))
+                id_in_template
+                    || template
+                        .iter()
+                        .any(|p| matches!(p, Part::Header(t) if t == h))
             }
             Location::SignatureParam(_) => false,
         })
@@ -429,7 +438,9 @@ impl PackSpec {
         }
         let mut content_types = Vec::new();
         for (i, ct) in self.content_types.iter().enumerate() {
-            let ok = ct.split_once('/').is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
+            let ok = ct
+                .split_once('/')
+                .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty())
                 && !ct.contains([';', ' '])
                 && *ct == ct.to_ascii_lowercase();
             if !ok {
@@ -502,9 +513,9 @@ impl PackSpec {
             ..
         } = format
         {
-            let from_param = timestamp.as_ref().is_some_and(|t| {
-                matches!(t.from.as_slice(), [Location::SignatureParam(_)])
-            });
+            let from_param = timestamp
+                .as_ref()
+                .is_some_and(|t| matches!(t.from.as_slice(), [Location::SignatureParam(_)]));
             if !from_param {
                 return Err(paths.err(
                     "timestamp.from",
@@ -544,7 +555,11 @@ impl PackSpec {
                 format!(
                     "declared {} but the signature {} the id",
                     self.event_id.signed,
-                    if id_signed { "covers" } else { "does not cover" }
+                    if id_signed {
+                        "covers"
+                    } else {
+                        "does not cover"
+                    }
                 ),
             ));
         }
@@ -563,7 +578,10 @@ impl PackSpec {
         let event_type = match &self.event_type {
             Some(t) => {
                 let from = locations(paths, "event_type.from", &t.from)?;
-                if from.iter().any(|l| matches!(l, Location::SignatureParam(_))) || from.is_empty()
+                if from
+                    .iter()
+                    .any(|l| matches!(l, Location::SignatureParam(_)))
+                    || from.is_empty()
                 {
                     return Err(paths.err("event_type.from", "expected header or json locations"));
                 }
@@ -590,7 +608,10 @@ impl PackSpec {
             ("object_version", &object_version),
             ("created_at", &created_at),
         ] {
-            if locs.iter().any(|l| matches!(l, Location::SignatureParam(_))) {
+            if locs
+                .iter()
+                .any(|l| matches!(l, Location::SignatureParam(_)))
+            {
                 return Err(paths.err(field, "expected header or json locations"));
             }
         }
@@ -671,7 +692,7 @@ impl PackSpec {
             content_types: keep_all(content_types),
             send_content_type,
             secret_format,
-            signature_headers: keep_all(signature_headers),
+            signature_header_names: keep_all(signature_headers),
             format,
             algorithm,
             encoding,

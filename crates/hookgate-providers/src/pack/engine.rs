@@ -109,7 +109,7 @@ impl PackAdapter {
                 repeated_header: true,
             } => {
                 let name = self
-                    .signature_headers
+                    .signature_header_names
                     .iter()
                     .find(|n| headers.contains_key(**n))
                     .ok_or(bad(MissingSignature))?;
@@ -128,8 +128,9 @@ impl PackAdapter {
                 prefix_optional,
                 ..
             } => {
-                let text = signed_header_any(headers, self.signature_headers, MalformedSignature)?
-                    .ok_or(bad(MissingSignature))?;
+                let text =
+                    signed_header_any(headers, self.signature_header_names, MalformedSignature)?
+                        .ok_or(bad(MissingSignature))?;
                 Ok((vec![self.plain(text, *prefix, *prefix_optional)?], None))
             }
             SignatureFormat::KeyValue {
@@ -139,8 +140,9 @@ impl PackAdapter {
                 timestamp_key,
                 skip_undecodable,
             } => {
-                let text = signed_header_any(headers, self.signature_headers, MalformedSignature)?
-                    .ok_or(bad(MissingSignature))?;
+                let text =
+                    signed_header_any(headers, self.signature_header_names, MalformedSignature)?
+                        .ok_or(bad(MissingSignature))?;
                 let mut timestamp = None;
                 let mut out = Vec::new();
                 for (count, item) in text.split(pair_separator).enumerate() {
@@ -172,8 +174,9 @@ impl PackAdapter {
                 version_separator,
                 versions,
             } => {
-                let text = signed_header_any(headers, self.signature_headers, MalformedSignature)?
-                    .ok_or(bad(MissingSignature))?;
+                let text =
+                    signed_header_any(headers, self.signature_header_names, MalformedSignature)?
+                        .ok_or(bad(MissingSignature))?;
                 let mut out = Vec::new();
                 let entries = text.split(separator).filter(|e| !e.is_empty());
                 for (count, entry) in entries.enumerate() {
@@ -284,13 +287,20 @@ impl PackAdapter {
     }
 
     /// A timestamp read from the verified body (milliseconds), for packs that sign it there.
-    fn body_timestamp(&self, format: TimeFormat, pointer: &str, body: &[u8]) -> Result<i64, Rejection> {
-        let json: Value = serde_json::from_slice(body)
-            .map_err(|_| bad(BadRequestReason::MissingTimestamp))?;
+    fn body_timestamp(
+        &self,
+        format: TimeFormat,
+        pointer: &str,
+        body: &[u8],
+    ) -> Result<i64, Rejection> {
+        let json: Value =
+            serde_json::from_slice(body).map_err(|_| bad(BadRequestReason::MissingTimestamp))?;
         match json.pointer(pointer) {
             None | Some(Value::Null) => Err(bad(BadRequestReason::MissingTimestamp)),
             Some(Value::Number(n)) => {
-                let n = n.as_i64().ok_or(bad(BadRequestReason::MalformedTimestamp))?;
+                let n = n
+                    .as_i64()
+                    .ok_or(bad(BadRequestReason::MalformedTimestamp))?;
                 self.parse_time(format, &n.to_string())
             }
             Some(Value::String(s)) => self.parse_time(format, s),
@@ -410,21 +420,22 @@ impl PackAdapter {
         body: &[u8],
         key: Option<&SecretMaterial>,
     ) -> Result<Extracted, Rejection> {
+        // An id header is known before the body is parsed; its absence is reported first.
+        if matches!(self.event_id, IdRule::Headers(_)) && metadata.header_id.is_none() {
+            return Err(bad(BadRequestReason::MissingEventId));
+        }
         let json = self.document(headers, body)?;
         if let Some(handshake) = self.handshake(headers, &json, key)? {
             return Ok(handshake);
         }
         let event_id = self.event_id(metadata, &json)?;
-        let object_version = self
-            .object_version
-            .iter()
-            .find_map(|l| match l {
-                Location::Json { pointer, .. } => json.pointer(pointer).and_then(|v| {
-                    v.as_i64()
-                        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-                }),
-                _ => None,
-            });
+        let object_version = self.object_version.iter().find_map(|l| match l {
+            Location::Json { pointer, .. } => json.pointer(pointer).and_then(|v| {
+                v.as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            }),
+            _ => None,
+        });
         let mut created_at = None;
         for location in &self.created_at {
             created_at = match location {
@@ -662,7 +673,9 @@ impl Adapter for PackAdapter {
             } => {
                 let signature = format!("{}{kv_separator}{encoded}", signature_keys[0]);
                 match (timestamp_key, &timestamp) {
-                    (Some(k), Some(t)) => format!("{k}{kv_separator}{t}{pair_separator}{signature}"),
+                    (Some(k), Some(t)) => {
+                        format!("{k}{kv_separator}{t}{pair_separator}{signature}")
+                    }
                     _ => signature,
                 }
             }
@@ -677,10 +690,10 @@ impl Adapter for PackAdapter {
         if let Some(name) = id_header {
             common::push_header(&mut out, name, request.event_id);
         }
-        if let (Some(rule), Some(text)) = (&self.timestamp, &timestamp) {
-            if let Some(name) = Self::first_header(&rule.from) {
-                common::push_header(&mut out, name, text);
-            }
+        if let (Some(rule), Some(text)) = (&self.timestamp, &timestamp)
+            && let Some(name) = Self::first_header(&rule.from)
+        {
+            common::push_header(&mut out, name, text);
         }
         if let (Some(name), Some(event_type)) = (type_header, request.event_type) {
             common::push_header(&mut out, name, event_type);
@@ -701,7 +714,7 @@ impl Adapter for PackAdapter {
                 common::push_header(&mut out, part, value);
             }
         }
-        common::push_header(&mut out, self.signature_headers[0], &value);
+        common::push_header(&mut out, self.signature_header_names[0], &value);
         out
     }
 }

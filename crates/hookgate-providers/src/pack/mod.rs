@@ -219,6 +219,8 @@ pub(crate) enum IdRule {
     Composed(Vec<(&'static str, bool)>),
 }
 
+// The names follow the schema's `answer` values.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HandshakeAnswer {
     EchoText,
@@ -250,7 +252,7 @@ pub struct PackAdapter {
     content_types: &'static [&'static str],
     send_content_type: &'static str,
     secret_format: SecretFormat,
-    signature_headers: &'static [&'static str],
+    signature_header_names: &'static [&'static str],
     format: SignatureFormat,
     algorithm: Algorithm,
     encoding: Encoding,
@@ -321,7 +323,10 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
     ("slack", include_str!("../../packs/slack.json")),
     ("bitbucket", include_str!("../../packs/bitbucket.json")),
     ("intercom", include_str!("../../packs/intercom.json")),
-    ("lemonsqueezy", include_str!("../../packs/lemonsqueezy.json")),
+    (
+        "lemonsqueezy",
+        include_str!("../../packs/lemonsqueezy.json"),
+    ),
     ("linear", include_str!("../../packs/linear.json")),
     ("mollie", include_str!("../../packs/mollie.json")),
     ("paddle", include_str!("../../packs/paddle.json")),

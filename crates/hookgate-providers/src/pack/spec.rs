@@ -161,6 +161,8 @@ pub struct HandshakeSpec {
     pub answer: HandshakeAnswerSpec,
 }
 
+// The names are the schema's `answer` values.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HandshakeAnswerSpec {
