@@ -40,8 +40,8 @@ pub(crate) struct Github;
 pub(crate) static GITHUB: Github = Github;
 
 impl Adapter for Github {
-    fn provider(&self) -> ProviderKind {
-        ProviderKind::Github
+    fn id(&self) -> &'static str {
+        ProviderKind::Github.id()
     }
 
     fn default_tolerance_seconds(&self) -> Option<u64> {
@@ -78,6 +78,7 @@ impl Adapter for Github {
             timestamp: None,
             header_id: info_header(headers, &[DELIVERY])?,
             header_event_type: info_header(headers, &[EVENT])?,
+            ..Metadata::default()
         })
     }
 

@@ -30,6 +30,7 @@ pub use hookgate_core::Envelope;
 
 mod common;
 mod github;
+pub mod pack;
 mod shopify;
 mod slack;
 mod standard_webhooks;
@@ -182,6 +183,12 @@ pub struct Metadata {
     pub header_id: Option<String>,
     /// Event type from a header, where the provider sends one (GitHub, Shopify).
     pub header_event_type: Option<String>,
+    /// The signed timestamp in milliseconds (packs with millisecond timestamps keep the
+    /// precision for freshness).
+    pub timestamp_millis: Option<i64>,
+    /// Values of the headers a pack's signed-bytes template names (`{header:Name}`), in
+    /// template order.
+    pub template_values: Vec<String>,
 }
 
 impl fmt::Debug for Metadata {
@@ -195,6 +202,8 @@ impl fmt::Debug for Metadata {
             .field("timestamp", &self.timestamp)
             .field("header_id", &self.header_id)
             .field("header_event_type", &self.header_event_type)
+            .field("timestamp_millis", &self.timestamp_millis)
+            .field("template_values", &self.template_values.len())
             .finish()
     }
 }
@@ -239,7 +248,8 @@ pub struct SignRequest<'a> {
 
 /// One provider signature scheme. Implementations are stateless and shared.
 pub trait Adapter: Send + Sync + 'static {
-    fn provider(&self) -> ProviderKind;
+    /// The provider id used in configuration (the vector file's name).
+    fn id(&self) -> &'static str;
 
     /// Default freshness window in seconds, `None` when the scheme signs no timestamp.
     fn default_tolerance_seconds(&self) -> Option<u64>;
@@ -281,6 +291,20 @@ pub trait Adapter: Send + Sync + 'static {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<Extracted, Rejection>;
+
+    /// Like [`Adapter::extract`], with the key of the secret that verified the request, for
+    /// handshakes whose answer proves the secret (Zoom's `encryptedToken`). Adapters without
+    /// such a handshake need not override it.
+    fn extract_with_key(
+        &self,
+        metadata: &Metadata,
+        headers: &HeaderMap,
+        body: &[u8],
+        key: &SecretMaterial,
+    ) -> Result<Extracted, Rejection> {
+        let _ = key;
+        self.extract(metadata, headers, body)
+    }
 
     /// Where this provider puts its logical event id.
     fn id_location(&self) -> IdLocation;

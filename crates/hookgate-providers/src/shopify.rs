@@ -43,8 +43,8 @@ pub(crate) struct Shopify;
 pub(crate) static SHOPIFY: Shopify = Shopify;
 
 impl Adapter for Shopify {
-    fn provider(&self) -> ProviderKind {
-        ProviderKind::Shopify
+    fn id(&self) -> &'static str {
+        ProviderKind::Shopify.id()
     }
 
     fn default_tolerance_seconds(&self) -> Option<u64> {
@@ -78,6 +78,7 @@ impl Adapter for Shopify {
             timestamp: None,
             header_id: info_header(headers, WEBHOOK_IDS)?,
             header_event_type: info_header(headers, TOPICS)?,
+            ..Metadata::default()
         })
     }
 

@@ -40,8 +40,8 @@ pub(crate) struct Slack;
 pub(crate) static SLACK: Slack = Slack;
 
 impl Adapter for Slack {
-    fn provider(&self) -> ProviderKind {
-        ProviderKind::Slack
+    fn id(&self) -> &'static str {
+        ProviderKind::Slack.id()
     }
 
     fn default_tolerance_seconds(&self) -> Option<u64> {
@@ -82,6 +82,7 @@ impl Adapter for Slack {
             timestamp: Some(timestamp),
             header_id: None,
             header_event_type: None,
+            ..Metadata::default()
         })
     }
 

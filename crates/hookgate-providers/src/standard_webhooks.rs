@@ -84,8 +84,8 @@ fn parse_signature_list(value: &str) -> Result<Vec<Vec<u8>>, Rejection> {
 }
 
 impl Adapter for StandardWebhooks {
-    fn provider(&self) -> ProviderKind {
-        self.kind
+    fn id(&self) -> &'static str {
+        self.kind.id()
     }
 
     fn default_tolerance_seconds(&self) -> Option<u64> {
@@ -125,6 +125,7 @@ impl Adapter for StandardWebhooks {
             timestamp: Some(timestamp),
             header_id: Some(id.to_owned()),
             header_event_type: None,
+            ..Metadata::default()
         })
     }
 

@@ -38,8 +38,8 @@ pub(crate) struct Stripe;
 pub(crate) static STRIPE: Stripe = Stripe;
 
 impl Adapter for Stripe {
-    fn provider(&self) -> ProviderKind {
-        ProviderKind::Stripe
+    fn id(&self) -> &'static str {
+        ProviderKind::Stripe.id()
     }
 
     fn default_tolerance_seconds(&self) -> Option<u64> {
@@ -89,6 +89,7 @@ impl Adapter for Stripe {
             timestamp: Some(timestamp),
             header_id: None,
             header_event_type: None,
+            ..Metadata::default()
         })
     }
 
