@@ -5,6 +5,7 @@ pub mod events;
 pub mod send;
 pub mod worker;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -103,12 +104,30 @@ fn serve(path: PathBuf) -> anyhow::Result<i32> {
     runtime.block_on(async move {
         let _ = telemetry::metrics_handle();
         let gateway = Gateway::start(config, Arc::new(SystemClock)).await?;
+        report_listening(Some(gateway.webhook_addr), gateway.admin_addr);
         wait_for_signals(&gateway)
             .await
             .context("installing signal handlers")?;
         gateway.shutdown().await;
         Ok(0)
     })
+}
+
+/// Tells whoever started the process where it listens (with port 0 the kernel picks the
+/// port): exactly one JSON line on stdout, flushed at once; logs go to stderr. A listener the
+/// process does not run is `null`. A closed stdout is no reason to stop serving: warn only.
+pub(crate) fn report_listening(webhook: Option<SocketAddr>, admin: Option<SocketAddr>) {
+    use std::io::Write;
+    let addr = |a: Option<SocketAddr>| a.map_or_else(|| "null".to_owned(), |a| format!("\"{a}\""));
+    let line = format!(
+        "{{\"listening\":{{\"webhook\":{},\"admin\":{}}}}}",
+        addr(webhook),
+        addr(admin)
+    );
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        tracing::warn!(error = %e, "could not report the bound addresses on stdout");
+    }
 }
 
 /// SIGHUP reloads; SIGTERM or SIGINT returns so the caller drains and exits.

@@ -28,6 +28,8 @@ pub fn run(path: PathBuf) -> anyhow::Result<i32> {
         let _ = telemetry::metrics_handle();
         let store = open_store(&config).await?;
         let state = AppState::new(Arc::new(config), store, Arc::new(SystemClock));
+        // No webhook listener and (for now) no admin listener: both are reported as null.
+        super::report_listening(None, None);
         let pool = start_workers(&state)?.context("no workers configured")?;
         let relay = crate::relay::start(&state).await?;
         wait_for_stop()
