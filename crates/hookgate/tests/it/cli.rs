@@ -104,7 +104,7 @@ fn config_check_redacts_and_names_bad_keys() {
 fn send_shows_accepted_then_duplicate_for_every_example() {
     let dir = tempfile::tempdir().unwrap();
     let path = sample_config(dir.path(), "127.0.0.1:0");
-    let gateway = BinaryGateway::start(Role::Serve, &path, None);
+    let gateway = BinaryGateway::start(BinaryRole::Serve, &path, None);
     // `send` finds the gateway from the config, as an operator's would: point it at the
     // address the gateway bound (the running gateway does not re-read its file).
     let path = sample_config(dir.path(), &gateway.addr().to_string());
@@ -153,4 +153,41 @@ fn send_shows_accepted_then_duplicate_for_every_example() {
         .unwrap();
     assert!(String::from_utf8_lossy(&fresh.stdout).contains("accepted"));
     gateway.terminate();
+}
+
+/// `serve` and `worker` report where they listen in one line on stdout, in the agreed shape,
+/// with the ports the kernel picked for port 0; a worker has no webhook listener.
+#[tokio::test]
+async fn serve_and_worker_report_their_bound_addresses() {
+    let files = TestGateway::builder()
+        .endpoints(&endpoint_toml(
+            "sw",
+            "standard_webhooks",
+            &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+            "",
+        ))
+        .write()
+        .await;
+    let serve = files.serve(None);
+    let (webhook, admin) = (serve.addr(), serve.admin.expect("admin reported"));
+    assert!(webhook.port() != 0 && admin.port() != 0, "{}", serve.report);
+    assert_eq!(
+        serve.report,
+        format!(r#"{{"listening":{{"webhook":"{webhook}","admin":"{admin}"}}}}"#)
+    );
+    assert_eq!(get(admin, "/healthz").status, 200);
+    let r = get(webhook, "/webhooks/nope");
+    assert!((400..500).contains(&r.status), "{r:?}");
+
+    let worker = BinaryGateway::start(BinaryRole::Worker, &files.config_path, None);
+    assert_eq!(worker.webhook, None);
+    assert!(
+        worker
+            .report
+            .starts_with(r#"{"listening":{"webhook":null,"admin":"#),
+        "{}",
+        worker.report
+    );
+    worker.terminate();
+    serve.terminate();
 }

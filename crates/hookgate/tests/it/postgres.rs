@@ -79,7 +79,7 @@ impl Fleet {
         }
         let mut procs: Vec<BinaryGateway> = files
             .iter()
-            .map(|f| BinaryGateway::launch(Role::Serve, &f.config_path, None))
+            .map(|f| BinaryGateway::launch(BinaryRole::Serve, &f.config_path, None))
             .collect();
         for p in &mut procs {
             p.wait_listening();

@@ -966,7 +966,7 @@ async fn show_payload_and_standalone_worker() {
         .replace("concurrency = 0", "concurrency = 1");
     let worker_config = config_path.with_file_name("worker.toml");
     std::fs::write(&worker_config, text).unwrap();
-    let worker = BinaryGateway::start(Role::Worker, &worker_config, None);
+    let worker = BinaryGateway::start(BinaryRole::Worker, &worker_config, None);
     assert_eq!(worker.webhook, None, "a worker has no webhook listener");
     wait_until(
         "the standalone worker to process the event",

@@ -37,7 +37,7 @@ pub(crate) enum Backend {
 
 /// Which `hookgate` subcommand a [`BinaryGateway`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
+pub(crate) enum BinaryRole {
     /// `hookgate serve`: webhook listener, admin listener, workers and relay.
     Serve,
     /// `hookgate worker`: workers and relay, no webhook listener.
@@ -276,7 +276,7 @@ impl GatewayFiles {
     /// `hookgate serve` on these files, with `HOOKGATE_FAILPOINTS` when given; returns once
     /// it has reported its listeners.
     pub(crate) fn serve(&self, failpoints: Option<&str>) -> BinaryGateway {
-        BinaryGateway::start(Role::Serve, &self.config_path, failpoints)
+        BinaryGateway::start(BinaryRole::Serve, &self.config_path, failpoints)
     }
 
     /// The store the gateway uses, opened from its config (the read API tests check rows
@@ -380,11 +380,12 @@ impl TestGateway {
     }
 }
 
-/// The bound addresses the binary reports on stdout.
-#[derive(Debug, Clone, Copy)]
+/// The bound addresses the binary reports on stdout, and the line that said so.
+#[derive(Debug, Clone)]
 struct Listening {
     webhook: Option<SocketAddr>,
     admin: Option<SocketAddr>,
+    line: String,
 }
 
 fn parse_listening(line: &str) -> Option<Listening> {
@@ -398,6 +399,7 @@ fn parse_listening(line: &str) -> Option<Listening> {
     Some(Listening {
         webhook: addr("webhook")?,
         admin: addr("admin")?,
+        line: line.to_owned(),
     })
 }
 
@@ -407,9 +409,11 @@ fn parse_listening(line: &str) -> Option<Listening> {
 /// test leaves no gateway behind.
 pub(crate) struct BinaryGateway {
     child: Option<Child>,
-    /// The webhook listener (`None` for [`Role::Worker`]).
+    /// The webhook listener (`None` for [`BinaryRole::Worker`]).
     pub(crate) webhook: Option<SocketAddr>,
     pub(crate) admin: Option<SocketAddr>,
+    /// The stdout line the addresses came from.
+    pub(crate) report: String,
     logs: Arc<Mutex<String>>,
     log_reader: Option<std::thread::JoinHandle<()>>,
     listening: std::sync::mpsc::Receiver<Listening>,
@@ -418,11 +422,15 @@ pub(crate) struct BinaryGateway {
 impl BinaryGateway {
     /// Starts `hookgate <role> --config <config>` without waiting (see
     /// [`BinaryGateway::wait_listening`]); several can be launched before any is waited for.
-    pub(crate) fn launch(role: Role, config: &Path, failpoints: Option<&str>) -> BinaryGateway {
+    pub(crate) fn launch(
+        role: BinaryRole,
+        config: &Path,
+        failpoints: Option<&str>,
+    ) -> BinaryGateway {
         let mut cmd = Command::new(binary());
         cmd.arg(match role {
-            Role::Serve => "serve",
-            Role::Worker => "worker",
+            BinaryRole::Serve => "serve",
+            BinaryRole::Worker => "worker",
         })
         .arg("--config")
         .arg(config)
@@ -467,6 +475,7 @@ impl BinaryGateway {
             child: Some(child),
             webhook: None,
             admin: None,
+            report: String::new(),
             logs,
             log_reader: Some(log_reader),
             listening,
@@ -474,7 +483,11 @@ impl BinaryGateway {
     }
 
     /// Launches and waits until the process has reported its listeners.
-    pub(crate) fn start(role: Role, config: &Path, failpoints: Option<&str>) -> BinaryGateway {
+    pub(crate) fn start(
+        role: BinaryRole,
+        config: &Path,
+        failpoints: Option<&str>,
+    ) -> BinaryGateway {
         let mut p = Self::launch(role, config, failpoints);
         p.wait_listening();
         p
@@ -486,6 +499,7 @@ impl BinaryGateway {
             Ok(l) => {
                 self.webhook = l.webhook;
                 self.admin = l.admin;
+                self.report = l.line;
             }
             Err(e) => {
                 let status = self.kill();
