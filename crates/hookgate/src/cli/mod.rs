@@ -104,7 +104,6 @@ fn serve(path: PathBuf) -> anyhow::Result<i32> {
     runtime.block_on(async move {
         let _ = telemetry::metrics_handle();
         let gateway = Gateway::start(config, Arc::new(SystemClock)).await?;
-        report_listening(Some(gateway.webhook_addr), gateway.admin_addr);
         wait_for_signals(&gateway)
             .await
             .context("installing signal handlers")?;
@@ -136,6 +135,8 @@ async fn wait_for_signals(gateway: &Gateway) -> std::io::Result<()> {
     let mut hup = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    // Only now: whoever reads this may signal us at once.
+    report_listening(Some(gateway.webhook_addr), gateway.admin_addr);
     loop {
         tokio::select! {
             _ = hup.recv() => match gateway.reload() {

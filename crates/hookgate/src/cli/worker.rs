@@ -28,13 +28,13 @@ pub fn run(path: PathBuf) -> anyhow::Result<i32> {
         let _ = telemetry::metrics_handle();
         let store = open_store(&config).await?;
         let state = AppState::new(Arc::new(config), store, Arc::new(SystemClock));
-        // No webhook listener and (for now) no admin listener: both are reported as null.
+        let stop = stop_signals().context("installing signal handlers")?;
+        // Signals are handled from here on. No webhook listener and (for now) no admin
+        // listener: both are reported as null.
         super::report_listening(None, None);
         let pool = start_workers(&state)?.context("no workers configured")?;
         let relay = crate::relay::start(&state).await?;
-        wait_for_stop()
-            .await
-            .context("installing signal handlers")?;
+        stop.await;
         pool.shutdown(worker_grace(&state)).await;
         if let Some(relay) = relay {
             relay.shutdown(crate::relay::grace(&state)).await;
@@ -44,13 +44,15 @@ pub fn run(path: PathBuf) -> anyhow::Result<i32> {
     })
 }
 
-async fn wait_for_stop() -> std::io::Result<()> {
+/// Installs the SIGTERM and SIGINT handlers now; the returned future ends at the first signal.
+fn stop_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping workers"),
-        _ = int.recv() => tracing::info!("SIGINT: stopping workers"),
-    }
-    Ok(())
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: stopping workers"),
+            _ = int.recv() => tracing::info!("SIGINT: stopping workers"),
+        }
+    })
 }
