@@ -514,7 +514,7 @@ async fn shed_request_keeps_its_connection() {
     let mut g = gateway().server("max_in_flight = 1").start().await;
     let addr = g.addr;
     let (held_tx, holder) = hold_the_only_slot(&g).await;
-    let state = g.state().clone();
+    let permits = g.in_flight_permits();
 
     let keep_alive = |bytes: Vec<u8>| {
         let text = String::from_utf8(bytes).unwrap();
@@ -553,7 +553,7 @@ async fn shed_request_keeps_its_connection() {
         wait_until_blocking(
             "the held slot to be free",
             std::time::Duration::from_secs(10),
-            || state.in_flight.available_permits() == 1,
+            || permits.available_permits() == 1,
         );
         s.write_all(&after).unwrap();
         let second = read_one_response(&mut s);
@@ -583,7 +583,7 @@ async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
         .await;
     let blocker = rusqlite::Connection::open(g.db()).unwrap();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let free_before = g.in_flight_free();
+    let max_in_flight = g.in_flight_permits().available_permits();
     let mut tasks = Vec::new();
     for i in 0..30 {
         let addr = g.addr;
@@ -597,16 +597,7 @@ async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     // Every request has reached the gateway and waits behind the stall…
-    let state = g.state().clone();
-    wait_until(
-        "all 30 requests in flight behind the stall",
-        std::time::Duration::from_secs(10),
-        || {
-            let free = state.in_flight.available_permits();
-            async move { free + 30 == free_before }
-        },
-    )
-    .await;
+    g.wait_in_flight(30, max_in_flight).await;
     // …and the behaviour under test: the stall outlasts `max_queue_wait_ms` (100 ms) for the
     // requests queued behind the writer's current batch.
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;

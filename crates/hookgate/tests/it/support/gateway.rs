@@ -360,19 +360,19 @@ impl TestGateway {
         self.files.db.as_deref().expect("not a SQLite gateway")
     }
 
-    /// Ingress permits free right now (`max_in_flight` minus requests being handled).
-    pub(crate) fn in_flight_free(&self) -> usize {
-        self.state().in_flight.available_permits()
+    /// The ingress permits (`max_in_flight` of them; a request being handled holds one).
+    pub(crate) fn in_flight_permits(&self) -> Arc<tokio::sync::Semaphore> {
+        self.state().in_flight.clone()
     }
 
     /// Waits until exactly `busy` requests hold an ingress permit, out of `max_in_flight`.
     pub(crate) async fn wait_in_flight(&self, busy: usize, max_in_flight: usize) {
-        let state = self.state().clone();
+        let permits = self.in_flight_permits();
         super::wait_until(
             &format!("{busy} request(s) in flight"),
             Duration::from_secs(10),
             || {
-                let free = state.in_flight.available_permits();
+                let free = permits.available_permits();
                 async move { free + busy == max_in_flight }
             },
         )
