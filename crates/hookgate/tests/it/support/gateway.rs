@@ -289,7 +289,7 @@ impl GatewayFiles {
 
 /// A gateway running in this process.
 pub(crate) struct TestGateway {
-    pub(crate) gateway: Option<Gateway>,
+    gateway: Option<Gateway>,
     pub(crate) addr: SocketAddr,
     pub(crate) admin: SocketAddr,
     clock: Option<Arc<FixedClock>>,
