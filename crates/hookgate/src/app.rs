@@ -99,11 +99,14 @@ impl Listening {
     /// The one stdout line that reports them:
     /// `{"listening":{"webhook":"127.0.0.1:PORT","admin":"127.0.0.1:PORT"}}` (`null` when absent).
     pub fn line(&self) -> String {
-        let addr = |a: Option<SocketAddr>| a.map(|a| a.to_string());
-        serde_json::json!({
-            "listening": { "webhook": addr(self.webhook), "admin": addr(self.admin) }
-        })
-        .to_string()
+        // Written by hand: the key order is part of the format (webhook first).
+        let addr =
+            |a: Option<SocketAddr>| a.map_or_else(|| "null".to_owned(), |a| format!("\"{a}\""));
+        format!(
+            "{{\"listening\":{{\"webhook\":{},\"admin\":{}}}}}",
+            addr(self.webhook),
+            addr(self.admin)
+        )
     }
 }
 

@@ -107,10 +107,11 @@ fn run_gateway(path: PathBuf, roles: Roles) -> anyhow::Result<i32> {
         .build()?;
     runtime.block_on(async move {
         let _ = telemetry::metrics_handle();
+        // Handlers first: whoever reads the listening line (printed by `Gateway::start`) may
+        // signal us at once, and a signal without a handler would kill the process.
+        let signals = Signals::install().context("installing signal handlers")?;
         let gateway = Gateway::start(config, roles).await?;
-        wait_for_signals(&gateway)
-            .await
-            .context("installing signal handlers")?;
+        signals.wait(&gateway).await;
         gateway.shutdown().await;
         Ok(0)
     })
@@ -121,20 +122,34 @@ fn relay_runs(config: &Config) -> bool {
     config.relay.enabled && !config.destinations.is_empty()
 }
 
-/// SIGHUP reloads; SIGTERM or SIGINT returns so the caller drains and exits.
-async fn wait_for_signals(gateway: &Gateway) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    loop {
-        tokio::select! {
-            _ = hup.recv() => match gateway.reload() {
-                Ok(()) => tracing::info!("configuration reloaded"),
-                Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
-            },
-            _ = term.recv() => { tracing::info!("SIGTERM: draining"); return Ok(()); }
-            _ = int.recv() => { tracing::info!("SIGINT: draining"); return Ok(()); }
+/// The signals a gateway process handles: SIGHUP reloads; SIGTERM or SIGINT drains.
+struct Signals {
+    hup: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Reloads on SIGHUP; returns on SIGTERM or SIGINT so the caller drains and exits.
+    async fn wait(mut self, gateway: &Gateway) {
+        loop {
+            tokio::select! {
+                _ = self.hup.recv() => match gateway.reload() {
+                    Ok(()) => tracing::info!("configuration reloaded"),
+                    Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
+                },
+                _ = self.term.recv() => { tracing::info!("SIGTERM: draining"); return; }
+                _ = self.int.recv() => { tracing::info!("SIGINT: draining"); return; }
+            }
         }
     }
 }

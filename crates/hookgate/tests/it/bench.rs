@@ -16,8 +16,8 @@ async fn bench_smoke_run_verifies_the_store() {
         "",
     );
     let mut gw = TestGateway::start(&endpoints, now).await;
-    let config = gw.dir.path().join("hookgate.toml");
-    let json = gw.dir.path().join("bench.json");
+    let config = gw.config_path().to_owned();
+    let json = gw.dir().join("bench.json");
     let url = format!("http://{}/webhooks/stripe-bench", gw.addr);
 
     let mut command = Command::new(binary());
@@ -73,11 +73,13 @@ async fn bench_smoke_run_verifies_the_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_ceiling_mode_needs_no_gateway() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hookgate.toml");
-    let db = dir.path().join("never-opened.db");
     let endpoints = endpoint_toml("gh", "github", &["bench-smoke-secret"], "");
-    std::fs::write(&path, config_text(&db, "", &endpoints)).unwrap();
+    let files = TestGateway::builder()
+        .workers(0)
+        .endpoints(&endpoints)
+        .write()
+        .await;
+    let (path, db) = (files.config_path.clone(), files.db.clone().unwrap());
     let mut command = Command::new(binary());
     command
         .args([
@@ -120,7 +122,7 @@ async fn bench_fails_when_acknowledged_events_are_not_in_the_store() {
     let endpoints = endpoint_toml("stripe-bench", "stripe", &["whsec_hookgate_bench_lost"], "");
     let mut verified = TestGateway::start(&endpoints, now).await;
     let mut elsewhere = TestGateway::start(&endpoints, now).await;
-    let config = verified.dir.path().join("hookgate.toml");
+    let config = verified.config_path().to_owned();
     let url = format!("http://{}/webhooks/stripe-bench", elsewhere.addr);
     let mut command = Command::new(binary());
     command

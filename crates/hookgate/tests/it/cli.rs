@@ -1,7 +1,6 @@
 //! The operator-facing commands: `config check` and `send` against the real binary.
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use crate::support::*;
 
@@ -9,28 +8,27 @@ fn examples_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-/// The sample config with free ports and a temp database.
-fn sample_config(dir: &std::path::Path) -> (std::path::PathBuf, u16) {
+/// The sample config with a temp database and the webhook listener on `listen` (the admin
+/// listener on port 0).
+fn sample_config(dir: &std::path::Path, listen: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(examples_dir().join("hookgate.toml")).unwrap();
-    let port = free_port();
-    let admin = free_port();
     let db = dir.join("data/hookgate.db");
     let text = text
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
-        .replace("127.0.0.1:9090", &format!("127.0.0.1:{admin}"))
+        .replace("127.0.0.1:8080", listen)
+        .replace("127.0.0.1:9090", "127.0.0.1:0")
         .replace(
             "sqlite://data/hookgate.db",
             &format!("sqlite://{}", db.display()),
         );
     let path = dir.join("hookgate.toml");
     std::fs::write(&path, text).unwrap();
-    (path, port)
+    path
 }
 
 #[test]
 fn config_check_redacts_and_names_bad_keys() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, _) = sample_config(dir.path());
+    let path = sample_config(dir.path(), "127.0.0.1:0");
     let out = Command::new(binary())
         .args(["config", "check", "--config"])
         .arg(&path)
@@ -105,16 +103,11 @@ fn config_check_redacts_and_names_bad_keys() {
 #[test]
 fn send_shows_accepted_then_duplicate_for_every_example() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, port) = sample_config(dir.path());
-    let mut child = Command::new(binary())
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    assert!(wait_for_port(addr, Duration::from_secs(20)));
+    let path = sample_config(dir.path(), "127.0.0.1:0");
+    let gateway = BinaryGateway::start(BinaryRole::Serve, &path, None);
+    // `send` finds the gateway from the config, as an operator's would: point it at the
+    // address the gateway bound (the running gateway does not re-read its file).
+    let path = sample_config(dir.path(), &gateway.addr().to_string());
     let examples = [
         ("stripe-main", "stripe"),
         ("github", "github"),
@@ -159,8 +152,42 @@ fn send_shows_accepted_then_duplicate_for_every_example() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&fresh.stdout).contains("accepted"));
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    assert!(child.wait().unwrap().success());
+    gateway.terminate();
+}
+
+/// `serve` and `worker` report where they listen in one line on stdout, in the agreed shape,
+/// with the ports the kernel picked for port 0; a worker has no webhook listener.
+#[tokio::test]
+async fn serve_and_worker_report_their_bound_addresses() {
+    let files = TestGateway::builder()
+        .endpoints(&endpoint_toml(
+            "sw",
+            "standard_webhooks",
+            &["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"],
+            "",
+        ))
+        .write()
+        .await;
+    let serve = files.serve(None);
+    let (webhook, admin) = (serve.addr(), serve.admin.expect("admin reported"));
+    assert!(webhook.port() != 0 && admin.port() != 0, "{}", serve.report);
+    assert_eq!(
+        serve.report,
+        format!(r#"{{"listening":{{"webhook":"{webhook}","admin":"{admin}"}}}}"#)
+    );
+    assert_eq!(get(admin, "/healthz").status, 200);
+    let r = get(webhook, "/webhooks/nope");
+    assert!((400..500).contains(&r.status), "{r:?}");
+
+    let worker = BinaryGateway::start(BinaryRole::Worker, &files.config_path, None);
+    assert_eq!(worker.webhook, None);
+    assert!(
+        worker
+            .report
+            .starts_with(r#"{"listening":{"webhook":null,"admin":"#),
+        "{}",
+        worker.report
+    );
+    worker.terminate();
+    serve.terminate();
 }

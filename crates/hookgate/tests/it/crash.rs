@@ -1,8 +1,8 @@
 //! The real binary: crash at a failpoint, storage failing, disk full, logs, signals.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use crate::support::*;
@@ -10,60 +10,19 @@ use crate::support::*;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const BODY: &[u8] = br#"{"type":"invoice.paid","data":{"id":"inv_SENSITIVE_BODY_MARKER"}}"#;
 
-struct Proc {
-    child: Child,
-    addr: std::net::SocketAddr,
-    /// stderr is drained continuously so a chatty child never blocks on a full pipe.
-    logs: std::thread::JoinHandle<String>,
-}
-
-fn write_config(dir: &Path, port: u16, secret_value: &str, extra: &str) -> PathBuf {
-    let db = dir.join("hookgate.db");
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\nurl = {}\n\
-         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
-         [log]\nformat = \"json\"\nlevel = \"debug\"\n{extra}\n\
-         [[endpoints]]\nid = \"sw\"\nprovider = \"standard_webhooks\"\nsecrets = [{{ version = \"v1\", value = {} }}]\n",
-        q(&format!("sqlite://{}", db.display())),
-        q(secret_value)
-    );
-    let path = dir.join("hookgate.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn spawn(config: &Path, port: u16, failpoints: Option<&str>) -> Proc {
-    let mut cmd = Command::new(binary());
-    cmd.args(["serve", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    cmd.env("HOOKGATE_LOG", "debug");
-    match failpoints {
-        Some(f) => cmd.env("HOOKGATE_FAILPOINTS", f),
-        None => cmd.env_remove("HOOKGATE_FAILPOINTS"),
-    };
-    let mut child = cmd.spawn().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let logs = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    assert!(
-        wait_for_port(addr, Duration::from_secs(20)),
-        "gateway did not start"
-    );
-    Proc { child, addr, logs }
-}
-
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+/// The gateway these tests run as the real binary: SQLite, debug logs (the log test reads
+/// them), workers at their defaults, one Standard Webhooks endpoint with `secret_value`.
+async fn write_config(secret_value: &str) -> GatewayFiles {
+    TestGateway::builder()
+        .log_level("debug")
+        .endpoints(&endpoint_toml(
+            "sw",
+            "standard_webhooks",
+            &[secret_value],
+            "",
+        ))
+        .write()
+        .await
 }
 
 fn now() -> i64 {
@@ -84,16 +43,9 @@ fn try_send(addr: std::net::SocketAddr, bytes: &[u8]) -> Option<RawResponse> {
     std::panic::catch_unwind(|| send_raw(addr, bytes)).ok()
 }
 
-fn stop(mut p: Proc) -> String {
-    signal(&p.child, "-TERM");
-    let status = p.child.wait().unwrap();
-    assert!(status.success(), "gateway exited with {status:?}");
-    p.logs.join().unwrap()
-}
-
-async fn count_rows(dir: &Path) -> usize {
+async fn count_rows(files: &GatewayFiles) -> usize {
     let store =
-        hookgate_store::sqlite::SqliteStore::open(&dir.join("hookgate.db"), Default::default())
+        hookgate_store::sqlite::SqliteStore::open(files.db.as_ref().unwrap(), Default::default())
             .unwrap();
     use hookgate_store::{InboxStore, InspectStore};
     let n = store.list_events(&Default::default()).await.unwrap().len();
@@ -112,15 +64,9 @@ fn failpoints_feature_is_required() {
 #[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn crash_after_commit_before_response_then_retry_is_duplicate() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port, SECRET, "");
-    let mut p = spawn(
-        &config,
-        port,
-        Some("ingress.after_commit_before_response=abort"),
-    );
-    let addr = p.addr;
+    let files = write_config(SECRET).await;
+    let mut p = files.serve(Some("ingress.after_commit_before_response=abort"));
+    let addr = p.addr();
     let answer = tokio::task::spawn_blocking(move || try_send(addr, &request("msg_crash", SECRET)))
         .await
         .unwrap();
@@ -128,28 +74,26 @@ async fn crash_after_commit_before_response_then_retry_is_duplicate() {
         answer.is_none() || answer.as_ref().unwrap().status == 0,
         "got an answer: {answer:?}"
     );
-    let status = p.child.wait().unwrap();
+    let status = p.wait_exit();
     assert!(!status.success(), "the process must have aborted");
 
-    let p = spawn(&config, port, None);
-    let addr = p.addr;
+    let p = files.serve(None);
+    let addr = p.addr();
     let r = tokio::task::spawn_blocking(move || send_raw(addr, &request("msg_crash", SECRET)))
         .await
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["status"], "duplicate");
-    stop(p);
-    assert_eq!(count_rows(dir.path()).await, 1);
+    p.terminate();
+    assert_eq!(count_rows(&files).await, 1);
 }
 
 #[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn store_commit_error_is_503_never_2xx() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port, SECRET, "");
-    let p = spawn(&config, port, Some("store.commit=error"));
-    let addr = p.addr;
+    let files = write_config(SECRET).await;
+    let p = files.serve(Some("store.commit=error"));
+    let addr = p.addr();
     for i in 0..5 {
         let r = tokio::task::spawn_blocking(move || {
             send_raw(addr, &request(&format!("msg_e{i}"), SECRET))
@@ -160,17 +104,15 @@ async fn store_commit_error_is_503_never_2xx() {
         assert_eq!(r.json()["error"], "unavailable");
         assert!(r.header("retry-after").is_some());
     }
-    stop(p);
-    assert_eq!(count_rows(dir.path()).await, 0);
+    p.terminate();
+    assert_eq!(count_rows(&files).await, 0);
 }
 
 #[tokio::test]
 async fn logs_never_contain_secrets_signatures_or_bodies() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port, SECRET, "");
-    let p = spawn(&config, port, None);
-    let addr = p.addr;
+    let files = write_config(SECRET).await;
+    let p = files.serve(None);
+    let addr = p.addr();
     let good = request("msg_log", SECRET);
     let sig_values: Vec<String> =
         signed_headers("standard_webhooks", SECRET, "msg_log", now(), BODY)
@@ -189,7 +131,7 @@ async fn logs_never_contain_secrets_signatures_or_bodies() {
     })
     .await
     .unwrap();
-    let logs = stop(p);
+    let logs = p.terminate();
     assert!(
         logs.contains("hookgate listening"),
         "expected some logs: {logs}"
@@ -211,30 +153,26 @@ async fn logs_never_contain_secrets_signatures_or_bodies() {
 
 #[tokio::test]
 async fn sighup_rotates_file_secret_and_bad_reload_keeps_running_config() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
     let new_secret = "whsec_bmV3LXNlY3JldC1hZnRlci1yb3RhdGlvbi0xMjM0";
-    std::fs::write(dir.path().join("secret"), format!("{SECRET}\n")).unwrap();
-    let config = write_config(dir.path(), port, "file:secret", "");
-    let p = spawn(&config, port, None);
-    let addr = p.addr;
+    let files = write_config("file:secret").await;
+    let secret_file = files.dir.path().join("secret");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let p = files.serve(None);
+    let addr = p.addr();
     let send = |id: &'static str, secret: &'static str| {
         tokio::task::spawn_blocking(move || send_raw(addr, &request(id, secret)))
     };
     assert_eq!(send("msg_a", SECRET).await.unwrap().status, 200);
     assert_eq!(send("msg_b", new_secret).await.unwrap().status, 401);
 
-    std::fs::write(dir.path().join("secret"), format!("{new_secret}\n")).unwrap();
-    signal(&p.child, "-HUP");
-    let mut rotated = false;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if send("msg_b", new_secret).await.unwrap().status == 200 {
-            rotated = true;
-            break;
-        }
-    }
-    assert!(rotated, "SIGHUP did not pick up the new secret");
+    std::fs::write(&secret_file, format!("{new_secret}\n")).unwrap();
+    p.signal("-HUP");
+    wait_until(
+        "SIGHUP to pick up the new secret",
+        Duration::from_secs(5),
+        || async { send("msg_b", new_secret).await.unwrap().status == 200 },
+    )
+    .await;
     assert_eq!(
         send("msg_c", SECRET).await.unwrap().status,
         401,
@@ -242,32 +180,32 @@ async fn sighup_rotates_file_secret_and_bad_reload_keeps_running_config() {
     );
 
     // A broken config on reload: the running one stays.
-    std::fs::write(&config, "this is = not [valid").unwrap();
-    signal(&p.child, "-HUP");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(&files.config_path, "this is = not [valid").unwrap();
+    p.signal("-HUP");
+    p.wait_for_log("reload failed");
     assert_eq!(send("msg_d", new_secret).await.unwrap().status, 200);
-    let logs = stop(p);
+    let logs = p.terminate();
     assert!(logs.contains("reload failed"), "{logs}");
 }
 
 #[tokio::test]
 async fn sigterm_lets_in_flight_request_commit_and_answer() {
     use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_config(dir.path(), port, SECRET, "");
-    let mut p = spawn(&config, port, None);
+    let files = write_config(SECRET).await;
+    let mut p = files.serve(None);
+    let addr = p.addr();
     let bytes = request("msg_drain", SECRET);
     let split = bytes.len() - 10;
-    let mut s = std::net::TcpStream::connect(p.addr).unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(&bytes[..split]).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&p.child, "-TERM");
-    std::thread::sleep(Duration::from_millis(300));
+    // The gateway has read the partial request: it is in flight there when SIGTERM comes.
+    wait_until_server_has_read(addr, s.local_addr().unwrap(), Duration::from_secs(10));
+    p.signal("-TERM");
+    p.wait_for_log("webhook listener closed");
     // Draining: the listener is closed to new connections…
     assert!(
-        std::net::TcpStream::connect_timeout(&p.addr, Duration::from_millis(500)).is_err(),
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
         "new connections must be refused once draining started"
     );
     // …while the request in flight finishes, commits and gets its answer.
@@ -277,9 +215,9 @@ async fn sigterm_lets_in_flight_request_commit_and_answer() {
     let r = parse_response(&buf);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["status"], "accepted");
-    let status = p.child.wait().unwrap();
+    let status = p.wait_exit();
     assert!(status.success());
-    assert_eq!(count_rows(dir.path()).await, 1);
+    assert_eq!(count_rows(&files).await, 1);
 }
 
 #[tokio::test]
@@ -302,7 +240,6 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     }
     let _guard = Unmount(mnt.path().to_owned());
     let dir = mnt.path();
-    let config_dir = tempfile::tempdir().unwrap();
     let db = dir.join("hookgate.db");
     let endpoints = endpoint_toml(
         "sw",
@@ -310,18 +247,14 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
         &[SECRET],
         "max_body_bytes = 65536",
     );
-    let text = config_text(&db, "", &endpoints);
-    let path = config_dir.path().join("c.toml");
-    std::fs::write(&path, text).unwrap();
-    let config = hookgate::config::Config::load(&path).unwrap();
     let now_s = now();
-    let gw = hookgate::app::Gateway::start_with(
-        config,
-        hookgate::app::Roles::SERVE,
-        hookgate::app::GatewayParts::clock(hookgate::state::FixedClock::at_secs(now_s)),
-    )
-    .await
-    .unwrap();
+    let mut gw = TestGateway::builder()
+        .sqlite_file(&db)
+        .fixed_clock(now_s)
+        .workers(0)
+        .endpoints(&endpoints)
+        .start()
+        .await;
     // Fill the disk with a file we can delete later.
     let filler = dir.join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 1024 * 1024 + 512 * 1024]);
@@ -330,7 +263,7 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     let mut saw_503 = false;
     for i in 0..200 {
         let r = post_signed(
-            gw.webhook_addr.unwrap(),
+            gw.addr,
             "sw",
             "standard_webhooks",
             SECRET,
@@ -351,12 +284,7 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     }
     assert!(saw_503, "the disk never filled");
     // Every acknowledged event is really there.
-    let rows = gw
-        .state
-        .store
-        .list_events(&Default::default())
-        .await
-        .unwrap();
+    let rows = gw.store().list_events(&Default::default()).await.unwrap();
     for id in &accepted {
         assert!(
             rows.iter().any(|r| &r.provider_event_id == id),
@@ -365,7 +293,7 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     }
     std::fs::remove_file(&filler).unwrap();
     let r = post_signed(
-        gw.webhook_addr.unwrap(),
+        gw.addr,
         "sw",
         "standard_webhooks",
         SECRET,
@@ -375,5 +303,5 @@ async fn full_disk_gives_503_never_2xx_and_recovers() {
     )
     .await;
     assert_eq!(r.status, 200, "after freeing space: {}", r.body);
-    gw.shutdown().await;
+    gw.stop().await;
 }

@@ -17,9 +17,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use hmac::Mac;
-use hookgate::app::{Gateway, GatewayParts, Roles};
 use hookgate::config::Config;
-use hookgate::state::{Clock, SystemClock};
 use hookgate_core::{InboxStatus, OutboxStatus};
 use hookgate_store::{EventFilter, OutboxRecord, SharedStore};
 
@@ -30,12 +28,6 @@ const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const DEST_SECRET: &str = "whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2lnbmluZy1rISE=";
 /// A second, rotated-in secret: every listed secret signs.
 const DEST_SECRET_2: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
 
 // ---------------------------------------------------------------------------------------
 // An independent Standard Webhooks verifier (the receiving service's side): HMAC-SHA256 over
@@ -158,6 +150,7 @@ async fn receive(
         at: std::time::Instant::now(),
     });
     if state.hang.load(Ordering::SeqCst) {
+        // The behaviour under test: a destination that never answers.
         tokio::time::sleep(Duration::from_secs(3600)).await;
     }
     let status = state
@@ -201,7 +194,9 @@ pub(crate) fn nats_server_binary() -> PathBuf {
 
 struct Nats {
     child: Option<Child>,
-    port: u16,
+    /// Chosen by nats-server on the first start (`-p -1`), reused on restarts so the
+    /// gateway's configured URL stays valid.
+    port: Option<u16>,
     dir: tempfile::TempDir,
 }
 
@@ -209,38 +204,58 @@ impl Nats {
     fn start() -> Nats {
         let mut n = Nats {
             child: None,
-            port: free_port(),
+            port: None,
             dir: tempfile::tempdir().unwrap(),
         };
         n.up();
         n
     }
 
+    /// Starts nats-server and waits (bounded) until its log says it is ready, learning its
+    /// port from the log on the first start.
     fn up(&mut self) {
         assert!(self.child.is_none());
-        let child = Command::new(nats_server_binary())
-            .args([
-                "-js",
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-sd",
-            ])
+        let port = self.port.map_or_else(|| "-1".to_owned(), |p| p.to_string());
+        let mut child = Command::new(nats_server_binary())
+            .args(["-js", "-a", "127.0.0.1", "-p", &port, "-sd"])
             .arg(self.dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start nats-server");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut lines = std::io::BufReader::new(stderr).lines();
+            for line in lines.by_ref() {
+                let Ok(line) = line else { return };
+                const LISTENING: &str = "Listening for client connections on ";
+                if let Some((_, addr)) = line.split_once(LISTENING) {
+                    let _ = tx.send(addr.trim().parse::<SocketAddr>().ok());
+                } else if line.contains("Server is ready") {
+                    let _ = tx.send(None);
+                    break;
+                }
+            }
+            // Keep draining so the server never blocks on a full pipe.
+            for _ in lines {}
+        });
         self.child = Some(child);
-        assert!(
-            wait_for_port(
-                SocketAddr::from(([127, 0, 0, 1], self.port)),
-                Duration::from_secs(20)
-            ),
-            "nats-server did not start"
-        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut bound = None;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(Some(addr)) => bound = Some(addr),
+                Ok(None) => break,
+                Err(e) => panic!("nats-server did not become ready: {e}"),
+            }
+        }
+        let bound = bound.expect("nats-server logged no client address");
+        assert!(self.port.is_none_or(|p| p == bound.port()));
+        self.port = Some(bound.port());
     }
 
     fn down(&mut self) {
@@ -251,7 +266,7 @@ impl Nats {
     }
 
     fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        format!("nats://127.0.0.1:{}", self.port.expect("started"))
     }
 }
 
@@ -300,27 +315,15 @@ async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Harness: an in-process gateway (real clock) with workers and the relay.
+// The gateway: in-process (real clock) or the real binary, through the tests' one builder.
 
-struct Harness {
-    gateway: Option<Gateway>,
-    addr: SocketAddr,
-    config_path: PathBuf,
-    _dir: tempfile::TempDir,
-    _pg: Option<hookgate_testkit::PgTestDb>,
-}
-
-async fn store_url(backend: Backend, dir: &Path) -> (String, Option<hookgate_testkit::PgTestDb>) {
-    match backend {
-        Backend::Sqlite => (
-            format!("sqlite://{}", dir.join("hookgate.db").display()),
-            None,
-        ),
-        Backend::Postgres => {
-            let db = hookgate_testkit::postgres().await;
-            (db.url().to_owned(), Some(db))
-        }
-    }
+/// Workers and relay polling fast, a short relay lease (crash tests wait for it).
+fn gateway(backend: Backend) -> GatewayBuilder {
+    TestGateway::builder()
+        .backend(backend)
+        .workers(2)
+        .worker_settings("lease_seconds = 30\npoll_interval_ms = 20")
+        .relay_settings("lease_seconds = 4\npoll_interval_ms = 20")
 }
 
 fn http_destination(id: &str, url: &str, extra: &str) -> String {
@@ -359,54 +362,6 @@ fn sw_endpoint(destinations: &[&str]) -> String {
     )
 }
 
-/// Config text: workers and relay polling fast, short relay lease (crash tests wait for it).
-fn config_text(store_url: &str, listen: &str, rest: &str) -> String {
-    format!(
-        "[server]\nlisten = \"{listen}\"\n\
-         [store]\nurl = {}\n\
-         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
-         [log]\nformat = \"json\"\nlevel = \"info\"\n\
-         [worker]\nconcurrency = 2\nlease_seconds = 30\npoll_interval_ms = 20\n\
-         [relay]\nlease_seconds = 4\npoll_interval_ms = 20\n\
-         {rest}\n",
-        q(store_url)
-    )
-}
-
-impl Harness {
-    async fn start(backend: Backend, rest: &str) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let (url, pg) = store_url(backend, dir.path()).await;
-        let config_path = dir.path().join("hookgate.toml");
-        std::fs::write(&config_path, config_text(&url, "127.0.0.1:0", rest)).unwrap();
-        let config = Config::load(&config_path).expect("valid test config");
-        let gateway = Gateway::start_with(
-            config,
-            Roles::SERVE,
-            GatewayParts::clock(Arc::new(SystemClock) as Arc<dyn Clock>),
-        )
-        .await
-        .unwrap();
-        Harness {
-            addr: gateway.webhook_addr.unwrap(),
-            gateway: Some(gateway),
-            config_path,
-            _dir: dir,
-            _pg: pg,
-        }
-    }
-
-    fn store(&self) -> &SharedStore {
-        &self.gateway.as_ref().unwrap().state.store
-    }
-
-    async fn stop(mut self) {
-        if let Some(g) = self.gateway.take() {
-            g.shutdown().await;
-        }
-    }
-}
-
 fn event_body(n: usize, version: i64) -> Vec<u8> {
     format!(
         r#"{{"type":"invoice.paid","timestamp":"2026-12-01T00:00:00Z","data":{{"id":"obj_{n}","version":{version},"amount":{n}}}}}"#
@@ -435,25 +390,6 @@ async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
         .to_owned()
 }
 
-/// Polls `check` every 25 ms until it returns true; panics after `within` with `what`.
-async fn wait_until<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 async fn deliveries(store: &SharedStore, inbox_id: &str) -> HashMap<String, OutboxRecord> {
     store
         .list_deliveries(inbox_id)
@@ -479,13 +415,12 @@ const WAIT: Duration = Duration::from_secs(60);
 async fn fan_out_to_http_and_nats(backend: Backend) {
     let receiver = Receiver::start().await;
     let nats = Nats::start();
-    let rest = format!(
-        "{}{}{}",
-        http_destination("app", &receiver.url(), ""),
-        nats_destination("bus", &nats.url(), ""),
-        sw_endpoint(&["app", "bus"])
-    );
-    let h = Harness::start(backend, &rest).await;
+    let mut h = gateway(backend)
+        .destinations(&http_destination("app", &receiver.url(), ""))
+        .destinations(&nats_destination("bus", &nats.url(), ""))
+        .endpoints(&sw_endpoint(&["app", "bus"]))
+        .start()
+        .await;
     const N: usize = 12;
     let mut sent = HashMap::new();
     for i in 0..N {
@@ -612,13 +547,12 @@ async fn retries_then_delivered_and_permanent_failure(backend: Backend) {
     flaky.script(&[500, 503, 500], 200);
     let rejecting = Receiver::start().await;
     rejecting.script(&[], 400);
-    let rest = format!(
-        "{}{}{}",
-        http_destination("flaky", &flaky.url(), ""),
-        http_destination("rejecting", &rejecting.url(), ""),
-        sw_endpoint(&["flaky", "rejecting"])
-    );
-    let h = Harness::start(backend, &rest).await;
+    let mut h = gateway(backend)
+        .destinations(&http_destination("flaky", &flaky.url(), ""))
+        .destinations(&http_destination("rejecting", &rejecting.url(), ""))
+        .endpoints(&sw_endpoint(&["flaky", "rejecting"]))
+        .start()
+        .await;
     let id = send(h.addr, "msg_retry_1", &event_body(1, 1)).await;
     let store = h.store().clone();
     wait_until("flaky DELIVERED and rejecting FAILED", WAIT, || {
@@ -652,7 +586,7 @@ async fn retries_then_delivered_and_permanent_failure(backend: Backend) {
     );
 
     // The operator's view, through the real binary on the same store.
-    let config = h.config_path.clone();
+    let config = h.config_path().to_owned();
     let (code, out, err) = tokio::task::spawn_blocking(move || {
         cli(&config, &["list", "--status", "failed", "--json"])
     })
@@ -663,7 +597,7 @@ async fn retries_then_delivered_and_permanent_failure(backend: Backend) {
         out.contains(&id),
         "a FAILED delivery lists the event: {out}"
     );
-    let config = h.config_path.clone();
+    let config = h.config_path().to_owned();
     let id2 = id.clone();
     let (code, out, err) = tokio::task::spawn_blocking(move || cli(&config, &["show", &id2]))
         .await
@@ -679,7 +613,7 @@ async fn retries_then_delivered_and_permanent_failure(backend: Backend) {
 
     // Fix the service, re-drive: only the failed delivery goes out again.
     rejecting.script(&[], 200);
-    let config = h.config_path.clone();
+    let config = h.config_path().to_owned();
     let id2 = id.clone();
     let (code, out, err) = tokio::task::spawn_blocking(move || cli(&config, &["retry", &id2]))
         .await
@@ -729,18 +663,19 @@ async fn hanging_destination_times_out_without_touching_acks_or_siblings() {
     let hanging = Receiver::start().await;
     hanging.state.hang.store(true, Ordering::SeqCst);
     let fine = Receiver::start().await;
-    let rest = format!(
-        "{}{}{}",
-        http_destination(
-            "hanging",
-            &hanging.url(),
-            "concurrency = 2\ntimeout_ms = 300"
+    let mut h = gateway(Backend::Sqlite)
+        .destinations(
+            &http_destination(
+                "hanging",
+                &hanging.url(),
+                "concurrency = 2\ntimeout_ms = 300",
+            )
+            .replace("timeout_ms = 2000\n", ""),
         )
-        .replace("timeout_ms = 2000\n", ""),
-        http_destination("fine", &fine.url(), ""),
-        sw_endpoint(&["hanging", "fine"])
-    );
-    let h = Harness::start(Backend::Sqlite, &rest).await;
+        .destinations(&http_destination("fine", &fine.url(), ""))
+        .endpoints(&sw_endpoint(&["hanging", "fine"]))
+        .start()
+        .await;
     const N: usize = 10;
     let mut ids = Vec::new();
     for i in 0..N {
@@ -789,12 +724,11 @@ async fn too_many_requests_honours_retry_after() {
     let receiver = Receiver::start().await;
     receiver.script(&[429], 200);
     receiver.state.retry_after.store(1, Ordering::SeqCst);
-    let rest = format!(
-        "{}{}",
-        http_destination("app", &receiver.url(), ""),
-        sw_endpoint(&["app"])
-    );
-    let h = Harness::start(Backend::Sqlite, &rest).await;
+    let mut h = gateway(Backend::Sqlite)
+        .destinations(&http_destination("app", &receiver.url(), ""))
+        .endpoints(&sw_endpoint(&["app"]))
+        .start()
+        .await;
     let id = send(h.addr, "msg_429", &event_body(1, 1)).await;
     let store = h.store().clone();
     wait_until("delivered after the 429", WAIT, || {
@@ -824,12 +758,11 @@ async fn too_many_requests_honours_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stale_events_produce_no_delivery() {
     let receiver = Receiver::start().await;
-    let rest = format!(
-        "{}{}",
-        http_destination("app", &receiver.url(), ""),
-        sw_endpoint(&["app"])
-    );
-    let h = Harness::start(Backend::Sqlite, &rest).await;
+    let mut h = gateway(Backend::Sqlite)
+        .destinations(&http_destination("app", &receiver.url(), ""))
+        .endpoints(&sw_endpoint(&["app"]))
+        .start()
+        .await;
     let newer = send(h.addr, "msg_v2", &event_body(7, 2)).await;
     let store = h.store().clone();
     wait_until("version 2 delivered", WAIT, || {
@@ -849,7 +782,11 @@ async fn stale_events_produce_no_delivery() {
         deliveries(h.store(), &older).await.is_empty(),
         "no outbox row"
     );
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("the outbox drained", WAIT, || {
+        let store = store.clone();
+        async move { store.count_deliveries(OutboxStatus::Pending).await.unwrap() == 0 }
+    })
+    .await;
     assert_eq!(
         receiver.logical(),
         BTreeSet::from([newer]),
@@ -864,12 +801,11 @@ async fn stale_events_produce_no_delivery() {
 
 async fn nats_outage_then_recovery(backend: Backend) {
     let mut nats = Nats::start();
-    let rest = format!(
-        "{}{}",
-        nats_destination("bus", &nats.url(), ""),
-        sw_endpoint(&["bus"])
-    );
-    let h = Harness::start(backend, &rest).await;
+    let mut h = gateway(backend)
+        .destinations(&nats_destination("bus", &nats.url(), ""))
+        .endpoints(&sw_endpoint(&["bus"]))
+        .start()
+        .await;
     let mut ids = BTreeSet::new();
     for i in 0..5 {
         ids.insert(send(h.addr, &format!("msg_before_{i}"), &event_body(i, 1)).await);
@@ -939,7 +875,9 @@ async fn postgres_nats_outage_then_recovery() {
 fn destination_config_is_validated() {
     let dir = tempfile::tempdir().unwrap();
     let load = |rest: &str| {
-        let text = config_text("sqlite://x.db", "127.0.0.1:0", rest);
+        let text = gateway(Backend::Sqlite)
+            .section(rest)
+            .render("sqlite://x.db");
         Config::from_toml(&text, &dir.path().join("c.toml"), dir.path())
     };
     let ok = load(&format!(
@@ -1014,28 +952,14 @@ async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
         "http" => http_destination("dest", &receiver.url(), ""),
         _ => nats_destination("dest", &nats.url(), ""),
     };
-    let dir = tempfile::tempdir().unwrap();
-    let (url, _pg) = store_url(backend, dir.path()).await;
-    let port = free_port();
-    let config_path = dir.path().join("hookgate.toml");
-    std::fs::write(
-        &config_path,
-        config_text(
-            &url,
-            &format!("127.0.0.1:{port}"),
-            &format!("{destination}{}", sw_endpoint(&["dest"])),
-        ),
-    )
-    .unwrap();
-
-    let mut first = ServeProc::start(
-        &config_path,
-        port,
-        None,
-        Some("relay.after_publish_before_mark=abort"),
-    );
+    let files = gateway(backend)
+        .destinations(&destination)
+        .endpoints(&sw_endpoint(&["dest"]))
+        .write()
+        .await;
+    let mut first = files.serve(Some("relay.after_publish_before_mark=abort"));
     let body = event_body(1, 1);
-    let id = send(first.addr, "msg_crash_1", &body).await;
+    let id = send(first.addr(), "msg_crash_1", &body).await;
     let status = tokio::task::spawn_blocking(move || {
         let status = first.wait_exit();
         (status, first.take_logs())
@@ -1045,8 +969,7 @@ async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
     assert!(!status.0.success(), "the failpoint aborts: {status:?}");
 
     // Published (HTTP: the receiver got it; NATS: the stream has it), not marked.
-    let config = Config::load(&config_path).unwrap();
-    let store = hookgate::app::open_store(&config).await.unwrap();
+    let store = files.open_store().await;
     let d = deliveries(&store, &id).await;
     assert_eq!(
         d["dest"].status,
@@ -1058,7 +981,7 @@ async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
         _ => assert_eq!(stream_messages(&nats.url(), "HOOKS").await.len(), 1),
     }
 
-    let second = ServeProc::start(&config_path, port, None, None);
+    let second = files.serve(None);
     wait_until("re-delivered and marked after the lease", WAIT, || {
         let (store, id) = (store.clone(), id.clone());
         async move { deliveries(&store, &id).await["dest"].status == OutboxStatus::Delivered }

@@ -36,6 +36,14 @@ fn sw_body(kind: &str) -> Vec<u8> {
     format!(r#"{{"type":"{kind}","data":{{"id":"inv_1"}}}}"#).into_bytes()
 }
 
+/// The gateway these tests run: SQLite, the clock pinned at [`NOW`], no workers.
+fn gateway() -> GatewayBuilder {
+    TestGateway::builder()
+        .fixed_clock(NOW)
+        .workers(0)
+        .endpoints(&endpoints())
+}
+
 async fn post_sw(
     g: &TestGateway,
     endpoint: &str,
@@ -55,7 +63,7 @@ async fn rows(g: &TestGateway) -> Vec<hookgate_store::InboxRecord> {
 
 #[tokio::test]
 async fn unknown_endpoint_and_method() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let r = send_raw_async(g.addr, build_request("POST", "/webhooks/nope", &[], b"{}")).await;
     assert_eq!(
         (r.status, r.json()["error"].as_str()),
@@ -72,7 +80,7 @@ async fn unknown_endpoint_and_method() {
 
 #[tokio::test]
 async fn content_type_headers_and_size() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = sw_body("invoice.paid");
     let mut headers = signed_headers("standard_webhooks", SW_SECRET, "msg_1", NOW, &body);
 
@@ -185,7 +193,7 @@ async fn content_type_headers_and_size() {
 
 #[tokio::test]
 async fn signature_and_timestamp_rejections() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = sw_body("invoice.paid");
     let r = post_sw(
         &g,
@@ -251,7 +259,7 @@ async fn signature_and_timestamp_rejections() {
 
 #[tokio::test]
 async fn verified_without_event_id_or_unparseable() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let no_id = br#"{"object":"event","type":"charge.refunded"}"#;
     let r = post_signed(
         g.addr,
@@ -284,7 +292,7 @@ async fn verified_without_event_id_or_unparseable() {
 
 #[tokio::test]
 async fn slack_handshake_is_answered_not_stored() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = br#"{"token":"t","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#;
     let r = post_signed(g.addr, "slack", "slack", SLACK_SECRET, "", NOW, body).await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -301,7 +309,7 @@ async fn slack_handshake_is_answered_not_stored() {
 
 #[tokio::test]
 async fn accepted_duplicate_ignored() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = sw_body("invoice.paid");
     let first = post_sw(&g, "sw", SW_SECRET, "msg_dup", &body).await;
     assert_eq!(first.status, 200);
@@ -343,7 +351,7 @@ async fn accepted_duplicate_ignored() {
 
 #[tokio::test]
 async fn secret_rotation_previous_retired_expired() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = sw_body("invoice.paid");
     // Previous version, still trusted: passes and records that version.
     let r = post_sw(&g, "sw", SW_OLD, "msg_old", &body).await;
@@ -383,7 +391,7 @@ async fn secret_rotation_previous_retired_expired() {
 
 #[tokio::test]
 async fn verified_budget_is_not_consumed_by_forgeries() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = sw_body("invoice.paid");
     for i in 0..20 {
         let r = post_sw(
@@ -410,12 +418,10 @@ async fn verified_budget_is_not_consumed_by_forgeries() {
 
 #[tokio::test]
 async fn flood_protection_per_client_before_verification() {
-    let mut g = TestGateway::start_with(
-        &endpoints(),
-        "per_client_rate = { per_second = 1, burst = 3 }",
-        NOW,
-    )
-    .await;
+    let mut g = gateway()
+        .server("per_client_rate = { per_second = 1, burst = 3 }")
+        .start()
+        .await;
     let mut statuses = Vec::new();
     for _ in 0..6 {
         let r = send_raw_async(
@@ -436,11 +442,13 @@ async fn flood_protection_per_client_before_verification() {
 }
 
 /// Holds the only slot of a `max_in_flight = 1` gateway: a request whose head and half its
-/// body are sent, the rest never. A send on the returned channel closes that connection and
-/// frees the slot; join the handle to wait for it.
+/// body are sent, the rest never; returns once the gateway handles it (its permit is taken).
+/// A send on the returned channel closes that connection and frees the slot; join the handle
+/// to wait for it.
 async fn hold_the_only_slot(
-    addr: std::net::SocketAddr,
+    g: &TestGateway,
 ) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
+    let addr = g.addr;
     let body = sw_body("invoice.paid");
     let headers = signed_headers("standard_webhooks", SW_SECRET, "msg_slow", NOW, &body);
     let mut head = build_request("POST", "/webhooks/sw", &headers, &body);
@@ -453,14 +461,14 @@ async fn hold_the_only_slot(
         let _ = released.recv();
         drop(s);
     });
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    g.wait_in_flight(1, 1).await;
     (release, holder)
 }
 
 #[tokio::test]
 async fn global_in_flight_cap() {
-    let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 1", NOW).await;
-    let (release, holder) = hold_the_only_slot(g.addr).await;
+    let mut g = gateway().server("max_in_flight = 1").start().await;
+    let (release, holder) = hold_the_only_slot(&g).await;
     let body = sw_body("invoice.paid");
     let r = post_sw(&g, "sw", SW_SECRET, "msg_other", &body).await;
     assert_eq!(
@@ -470,7 +478,7 @@ async fn global_in_flight_cap() {
     assert_eq!(r.header("retry-after"), Some("1"));
     release.send(()).unwrap();
     holder.join().unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    g.wait_in_flight(0, 1).await;
     let r = post_sw(&g, "sw", SW_SECRET, "msg_after", &body).await;
     assert_eq!(r.status, 200);
     g.stop().await;
@@ -503,9 +511,10 @@ fn read_one_response(s: &mut std::net::TcpStream) -> RawResponse {
 #[tokio::test]
 async fn shed_request_keeps_its_connection() {
     use std::io::Write;
-    let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 1", NOW).await;
+    let mut g = gateway().server("max_in_flight = 1").start().await;
     let addr = g.addr;
-    let (held_tx, holder) = hold_the_only_slot(addr).await;
+    let (held_tx, holder) = hold_the_only_slot(&g).await;
+    let permits = g.in_flight_permits();
 
     let keep_alive = |bytes: Vec<u8>| {
         let text = String::from_utf8(bytes).unwrap();
@@ -541,7 +550,11 @@ async fn shed_request_keeps_its_connection() {
         let first = read_one_response(&mut s);
         // Free the only slot, then reuse the same socket.
         held_tx.send(()).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        wait_until_blocking(
+            "the held slot to be free",
+            std::time::Duration::from_secs(10),
+            || permits.available_permits() == 1,
+        );
         s.write_all(&after).unwrap();
         let second = read_one_response(&mut s);
         (first, second)
@@ -564,10 +577,13 @@ async fn shed_request_keeps_its_connection() {
 /// every 200 is stored, and once the stall ends the gateway accepts again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
-    let mut g =
-        TestGateway::start_with_store(&endpoints(), "", "max_queue_wait_ms = 100", NOW).await;
-    let blocker = rusqlite::Connection::open(&g.db).unwrap();
+    let mut g = gateway()
+        .store_settings("max_queue_wait_ms = 100")
+        .start()
+        .await;
+    let blocker = rusqlite::Connection::open(g.db()).unwrap();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let max_in_flight = g.in_flight_permits().available_permits();
     let mut tasks = Vec::new();
     for i in 0..30 {
         let addr = g.addr;
@@ -577,8 +593,13 @@ async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
             let r = post_signed(addr, "sw", "standard_webhooks", SW_SECRET, &id, NOW, &body).await;
             (id, r)
         }));
+        // Pacing, not synchronisation: requests keep arriving while the store is stalled.
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    // Every request has reached the gateway and waits behind the stall…
+    g.wait_in_flight(30, max_in_flight).await;
+    // …and the behaviour under test: the stall outlasts `max_queue_wait_ms` (100 ms) for the
+    // requests queued behind the writer's current batch.
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     blocker.execute_batch("COMMIT").unwrap();
     let (mut acknowledged, mut shed) = (Vec::new(), 0);
@@ -613,26 +634,19 @@ async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
         assert!(stored.contains(id), "acknowledged {id} lost");
     }
     // The queue has drained: admitted again.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let r = post_sw(
-            &g,
-            "sw",
-            SW_SECRET,
-            "msg_after_stall",
-            &sw_body("invoice.paid"),
-        )
-        .await;
-        if r.status == 200 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never admitted again: {}",
-            r.body
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let g_ref = &g;
+    wait_until(
+        "admitted again after the stall",
+        std::time::Duration::from_secs(10),
+        || async move {
+            let body = sw_body("invoice.paid");
+            post_sw(g_ref, "sw", SW_SECRET, "msg_after_stall", &body)
+                .await
+                .status
+                == 200
+        },
+    )
+    .await;
     g.stop().await;
 }
 
@@ -640,11 +654,31 @@ async fn stalled_store_sheds_with_503_and_keeps_every_acknowledged_event() {
 /// stays bounded however many clients connect); nothing is refused or lost meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_cap_defers_new_connections() {
-    let mut g = TestGateway::start_with(&endpoints(), "max_connections = 2", NOW).await;
-    let idle: Vec<std::net::TcpStream> = (0..2)
-        .map(|_| std::net::TcpStream::connect(g.addr).unwrap())
-        .collect();
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut g = gateway().server("max_connections = 2").start().await;
+    // Two kept-alive connections, each answered once: both are being served, so both slots
+    // are taken (they stay open and idle).
+    let addr = g.addr;
+    let idle: Vec<std::net::TcpStream> = tokio::task::spawn_blocking(move || {
+        (0..2)
+            .map(|_| {
+                use std::io::Write;
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .unwrap();
+                // No body, so nothing is left unread and the connection stays open.
+                let probe = String::from_utf8(build_request("GET", "/webhooks/nope", &[], b""))
+                    .unwrap()
+                    .replacen("Connection: close", "Connection: keep-alive", 1);
+                s.write_all(probe.as_bytes()).unwrap();
+                let r = read_one_response(&mut s);
+                assert!((400..500).contains(&r.status), "{r:?}");
+                assert_ne!(r.header("connection"), Some("close"));
+                s
+            })
+            .collect()
+    })
+    .await
+    .unwrap();
     let addr = g.addr;
     let waiting = tokio::spawn(async move {
         let body = sw_body("invoice.paid");
@@ -659,6 +693,7 @@ async fn connection_cap_defers_new_connections() {
         )
         .await
     });
+    // The behaviour under test: a third connection is still not served after a while.
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     assert!(
         !waiting.is_finished(),
@@ -675,8 +710,10 @@ async fn connection_cap_defers_new_connections() {
 
 #[tokio::test]
 async fn https_required_unless_from_trusted_proxy() {
-    let mut g =
-        TestGateway::start_with(&endpoints(), "trusted_proxies = [\"10.0.0.0/8\"]", NOW).await;
+    let mut g = gateway()
+        .server("trusted_proxies = [\"10.0.0.0/8\"]")
+        .start()
+        .await;
     let body = sw_body("invoice.paid");
     let r = post_sw(&g, "sw", SW_SECRET, "msg_p", &body).await;
     assert_eq!(
@@ -685,8 +722,10 @@ async fn https_required_unless_from_trusted_proxy() {
     );
     g.stop().await;
 
-    let mut g =
-        TestGateway::start_with(&endpoints(), "trusted_proxies = [\"127.0.0.1/32\"]", NOW).await;
+    let mut g = gateway()
+        .server("trusted_proxies = [\"127.0.0.1/32\"]")
+        .start()
+        .await;
     let mut headers = signed_headers("standard_webhooks", SW_SECRET, "msg_p", NOW, &body);
     let r = send_raw_async(
         g.addr,
@@ -709,7 +748,7 @@ async fn https_required_unless_from_trusted_proxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_hundred_concurrent_copies_one_row() {
-    let mut g = TestGateway::start_with(&endpoints(), "max_in_flight = 2048", NOW).await;
+    let mut g = gateway().server("max_in_flight = 2048").start().await;
     let body = br#"{"id":"evt_concurrent_1","object":"event","type":"charge.refunded","created":1764547200,"data":{"object":{"id":"ch_1"}}}"#;
     let mut tasks = Vec::new();
     for i in 0..500 {
@@ -741,7 +780,7 @@ async fn five_hundred_concurrent_copies_one_row() {
 
 #[tokio::test]
 async fn readyz_and_metrics() {
-    let mut g = TestGateway::start(&endpoints(), NOW).await;
+    let mut g = gateway().start().await;
     let body = sw_body("invoice.paid");
     assert_eq!(
         post_sw(&g, "sw", SW_SECRET, "msg_m", &body).await.status,
@@ -763,7 +802,7 @@ async fn readyz_and_metrics() {
     assert!(r.body.contains("hookgate_inbox_received 1\n"), "{}", r.body);
     assert!(r.body.contains("hookgate_inbox_failed 0\n"));
     assert!(r.body.contains("hookgate_outbox_pending 0\n"));
-    g.clock.set_secs(NOW + 90);
+    g.clock().set_secs(NOW + 90);
     let r = send_raw_async(g.admin, build_request("GET", "/metrics", &[], b"")).await;
     assert!(
         r.body

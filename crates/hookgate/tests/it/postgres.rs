@@ -67,35 +67,31 @@ fn delivery(provider: &str, id: &str, timestamp: i64) -> Vec<u8> {
 
 /// Several gateways on one store URL, started at once (so their migrations race too).
 struct Fleet {
-    procs: Vec<ServeProc>,
-    _dir: tempfile::TempDir,
+    procs: Vec<BinaryGateway>,
+    _files: Vec<GatewayFiles>,
 }
 
 impl Fleet {
-    fn start(store_url: &str, n: usize) -> Fleet {
-        let dir = tempfile::tempdir().unwrap();
-        let mut procs: Vec<ServeProc> = (0..n)
-            .map(|i| {
-                let port = free_port();
-                let config = write_serve_config(
-                    dir.path(),
-                    &format!("gateway{i}.toml"),
-                    store_url,
-                    port,
-                    None,
-                    &endpoints(),
-                );
-                ServeProc::spawn(&config, port, None, None)
-            })
+    async fn start(store_url: &str, n: usize) -> Fleet {
+        let mut files = Vec::new();
+        for _ in 0..n {
+            files.push(gateway(store_url).write().await);
+        }
+        let mut procs: Vec<BinaryGateway> = files
+            .iter()
+            .map(|f| BinaryGateway::launch(BinaryRole::Serve, &f.config_path, None))
             .collect();
         for p in &mut procs {
             p.wait_listening();
         }
-        Fleet { procs, _dir: dir }
+        Fleet {
+            procs,
+            _files: files,
+        }
     }
 
     fn addrs(&self) -> Vec<SocketAddr> {
-        self.procs.iter().map(|p| p.addr).collect()
+        self.procs.iter().map(|p| p.addr()).collect()
     }
 
     fn stop(self) {
@@ -103,6 +99,13 @@ impl Fleet {
             p.terminate();
         }
     }
+}
+
+/// The real binary on `store_url` with this file's endpoints (workers at their defaults).
+fn gateway(store_url: &str) -> GatewayBuilder {
+    TestGateway::builder()
+        .store_url(store_url)
+        .endpoints(&endpoints())
 }
 
 async fn open_store(url: &str) -> PostgresStore {
@@ -160,7 +163,7 @@ fn shuffled(n: usize, mut seed: u64) -> Vec<usize> {
 #[tokio::test]
 async fn three_gateways_300_concurrent_copies_give_one_row() {
     let db = hookgate_testkit::postgres().await;
-    let fleet = Fleet::start(db.url(), 3);
+    let fleet = Fleet::start(db.url(), 3).await;
     let addrs = fleet.addrs();
     let started = Instant::now();
     for (round, provider) in ["standard_webhooks", "stripe"].into_iter().enumerate() {
@@ -236,7 +239,7 @@ async fn three_gateways_mixed_run_stores_exactly_the_distinct_set() {
     const IN_FLIGHT: usize = 64;
     let providers = ["standard_webhooks", "stripe"];
     let db = hookgate_testkit::postgres().await;
-    let fleet = Fleet::start(db.url(), 3);
+    let fleet = Fleet::start(db.url(), 3).await;
     let addrs = fleet.addrs();
 
     // (provider, event id, is a duplicate copy)
@@ -377,7 +380,7 @@ fn attempt(addr: SocketAddr, id: &str) -> Attempt {
 /// Polls `GET /readyz` until it answers `want` (each probe must answer within the bound).
 fn wait_readyz(admin: SocketAddr, want: u16, within: Duration) -> Duration {
     let started = Instant::now();
-    loop {
+    wait_until_blocking(&format!("/readyz to answer {want}"), within, || {
         let t = Instant::now();
         let r = get(admin, "/readyz");
         assert!(
@@ -385,17 +388,31 @@ fn wait_readyz(admin: SocketAddr, want: u16, within: Duration) -> Duration {
             "/readyz took {:?}",
             t.elapsed()
         );
-        if r.status == want {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < within,
-            "/readyz still {} (want {want}) after {within:?}: {}",
-            r.status,
-            r.body
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        r.status == want
+    });
+    started.elapsed()
+}
+
+/// Waits (bounded) until `at_least` attempts that started after `since` got `status`.
+fn wait_attempts(
+    attempts: &Mutex<Vec<(Instant, Attempt)>>,
+    since: Instant,
+    status: u16,
+    at_least: usize,
+) {
+    wait_until_blocking(
+        &format!("{at_least} answers {status} after {since:?}"),
+        Duration::from_secs(30),
+        || {
+            attempts
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(t, a)| *t - a.elapsed >= since && a.status == status)
+                .count()
+                >= at_least
+        },
+    );
 }
 
 /// The database goes away mid-run and comes back: while it is down every request gets 503 +
@@ -407,21 +424,13 @@ async fn database_outage_gives_fast_503_and_recovers_without_restart() {
     const SENDERS: usize = 4;
     let cluster = hookgate_testkit::throwaway_cluster();
     let url = cluster.create_database("hookgate_outage").await;
-    let dir = tempfile::tempdir().unwrap();
-    let (port, admin_port) = (free_port(), free_port());
-    let config = write_serve_config(
-        dir.path(),
-        "gateway.toml",
-        &url,
-        port,
-        Some(admin_port),
-        &endpoints(),
-    );
-    let gateway = ServeProc::start(&config, port, Some(admin_port), None);
-    let (addr, admin) = (gateway.addr, gateway.admin.unwrap());
+    let files = gateway(&url).write().await;
+    let gateway = files.serve(None);
+    let (addr, admin) = (gateway.addr(), gateway.admin.unwrap());
     assert_eq!(get(admin, "/readyz").status, 200);
 
     // Providers keep sending new events throughout, from a few connections at a time.
+    let began = Instant::now();
     let stop_sending = Arc::new(AtomicBool::new(false));
     let attempts = Arc::new(Mutex::new(Vec::<(Instant, Attempt)>::new()));
     let senders: Vec<_> = (0..SENDERS)
@@ -433,24 +442,29 @@ async fn database_outage_gives_fast_503_and_recovers_without_restart() {
                     let a = attempt(addr, &format!("evt_outage_{s}_{n:05}"));
                     attempts.lock().unwrap().push((Instant::now(), a));
                     n += 1;
+                    // Pacing, not synchronisation: the providers' steady trickle of events.
                     std::thread::sleep(Duration::from_millis(20));
                 }
             })
         })
         .collect();
 
-    std::thread::sleep(Duration::from_millis(1500));
+    // Traffic flows before the outage.
+    wait_attempts(&attempts, began, 200, 50);
     let stopping = Instant::now();
     cluster.stop();
     let stopped = Instant::now();
     eprintln!("outage: cluster stopped in {:?}", stopped - stopping);
     let readyz_down = wait_readyz(admin, 503, Duration::from_secs(5));
+    // The behaviour under test: the database stays down for a while (3 s), long enough for
+    // every pooled connection to break; what the test then checks is observed below.
     std::thread::sleep(Duration::from_secs(3));
     let restarting = Instant::now();
     cluster.start();
     let restarted = Instant::now();
     eprintln!("outage: cluster down for {:?}", restarted - stopped);
-    std::thread::sleep(Duration::from_secs(1));
+    // The senders run on until the gateway has committed again on its own.
+    wait_attempts(&attempts, restarted, 200, 1);
     stop_sending.store(true, Ordering::Relaxed);
     for s in senders {
         s.join().unwrap();
@@ -519,6 +533,7 @@ async fn database_outage_gives_fast_503_and_recovers_without_restart() {
         }
         pending = still;
         if !pending.is_empty() {
+            // Pacing, not synchronisation: the provider's retry interval.
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -571,7 +586,7 @@ async fn database_outage_gives_fast_503_and_recovers_without_restart() {
         retrying.elapsed()
     );
     gateway.terminate();
-    drop(dir);
+    drop(files);
     drop(cluster);
 }
 
@@ -592,24 +607,14 @@ fn try_send(addr: SocketAddr, bytes: &[u8]) -> Option<RawResponse> {
 #[cfg(feature = "failpoints")]
 #[tokio::test]
 async fn crash_after_commit_before_response_on_postgres() {
-    let db = hookgate_testkit::postgres().await;
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = write_serve_config(
-        dir.path(),
-        "gateway.toml",
-        db.url(),
-        port,
-        None,
-        &endpoints(),
-    );
-    let mut p = ServeProc::start(
-        &config,
-        port,
-        None,
-        Some("ingress.after_commit_before_response=abort"),
-    );
-    let addr = p.addr;
+    let files = TestGateway::builder()
+        .backend(Backend::Postgres)
+        .endpoints(&endpoints())
+        .write()
+        .await;
+    let db_url = files.store_url.clone();
+    let mut p = files.serve(Some("ingress.after_commit_before_response=abort"));
+    let addr = p.addr();
     let first = delivery("standard_webhooks", "evt_crash", unix_now() - 10);
     let answer = try_send(addr, &first);
     assert!(answer.is_none(), "got an answer: {answer:?}");
@@ -620,7 +625,7 @@ async fn crash_after_commit_before_response_on_postgres() {
     );
     drop(p);
 
-    let store = open_store(db.url()).await;
+    let store = open_store(&db_url).await;
     assert_eq!(
         store.count_inbox().await.unwrap(),
         1,
@@ -628,14 +633,14 @@ async fn crash_after_commit_before_response_on_postgres() {
     );
     store.close().await;
 
-    let p = ServeProc::start(&config, port, None, None);
+    let p = files.serve(None);
     let retry = delivery("standard_webhooks", "evt_crash", unix_now());
-    let r = send_raw(p.addr, &retry);
+    let r = send_raw(p.addr(), &retry);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["status"], "duplicate");
     p.terminate();
 
-    let store = open_store(db.url()).await;
+    let store = open_store(&db_url).await;
     assert_eq!(store.count_inbox().await.unwrap(), 1);
     assert_eq!(
         store.distinct_event_ids("sw").await.unwrap(),

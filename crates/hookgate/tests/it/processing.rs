@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,13 +15,10 @@ use std::time::Duration;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hookgate::app::{Gateway, GatewayParts, Roles};
-use hookgate::config::Config;
-use hookgate::state::{Clock, FixedClock};
 use hookgate::worker::{Processed, Processor};
 use hookgate_core::retry::RetryPolicy;
 use hookgate_core::{InboxStatus, Outcome};
-use hookgate_store::{EventFilter, InboxRecord, SharedStore};
+use hookgate_store::EventFilter;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -31,19 +28,13 @@ const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const STRIPE_SECRET: &str = "whsec_processing_tests_stripe_secret";
 const STRIPE_KEY: &str = "sk_test_fake_processing_key";
 
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
 macro_rules! both {
     ($($name:ident),+ $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(super::Backend::Sqlite).await;
+                    super::$name(crate::support::Backend::Sqlite).await;
                 }
             )+
         }
@@ -51,7 +42,7 @@ macro_rules! both {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $name() {
-                    super::$name(super::Backend::Postgres).await;
+                    super::$name(crate::support::Backend::Postgres).await;
                 }
             )+
         }
@@ -157,6 +148,7 @@ async fn fake_get(
     state.requests.fetch_add(1, Ordering::SeqCst);
     let delay = state.delay_ms.load(Ordering::SeqCst);
     if delay > 0 {
+        // The behaviour under test: a slow API, not synchronisation.
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
     let error = |status: StatusCode, kind: &str, message: String| {
@@ -201,59 +193,38 @@ async fn fake_get(
 }
 
 // ---------------------------------------------------------------------------------------
-// Harness: a gateway in-process on port 0, on either backend, with a pinned clock.
+// The gateway: on either backend, through the tests' one builder.
 
-struct Harness {
-    gateway: Option<Gateway>,
-    addr: SocketAddr,
-    clock: Arc<FixedClock>,
-    config_path: PathBuf,
-    _dir: tempfile::TempDir,
-    _pg: Option<hookgate_testkit::PgTestDb>,
+fn stripe_section(fake: &FakeStripe) -> String {
+    format!(
+        "[providers.stripe]\napi_base = {}\napi_key = {}\ntimeout_ms = 5000\n",
+        q(&fake.base()),
+        q(STRIPE_KEY)
+    )
 }
 
-async fn store_url(backend: Backend, dir: &Path) -> (String, Option<hookgate_testkit::PgTestDb>) {
-    match backend {
-        Backend::Sqlite => (
-            format!("sqlite://{}", dir.join("hookgate.db").display()),
-            None,
-        ),
-        Backend::Postgres => {
-            let db = hookgate_testkit::postgres().await;
-            (db.url().to_owned(), Some(db))
-        }
+/// The gateway these tests run on `backend`, with the fake Stripe API when given. Up to 200
+/// concurrent copies are sent at once here: no in-flight shedding (pipeline.rs tests that).
+/// In-process tests add `.fixed_clock(NOW)`; the binary runs on the real clock.
+fn gateway(backend: Backend, fake: Option<&FakeStripe>, endpoints: &str) -> GatewayBuilder {
+    let builder = TestGateway::builder()
+        .backend(backend)
+        .server("max_in_flight = 1024")
+        .endpoints(endpoints);
+    match fake {
+        Some(f) => builder.section(&stripe_section(f)),
+        None => builder,
     }
 }
 
-fn stripe_section(fake: Option<&FakeStripe>) -> String {
-    fake.map_or(String::new(), |f| {
-        format!(
-            "[providers.stripe]\napi_base = {}\napi_key = {}\ntimeout_ms = 5000\n",
-            q(&f.base()),
-            q(STRIPE_KEY)
-        )
-    })
-}
-
-fn full_config(
-    store_url: &str,
-    listen: &str,
-    worker: &str,
-    fake: Option<&FakeStripe>,
-    endpoints: &str,
-) -> String {
-    // Up to 200 concurrent copies are sent at once here: no in-flight shedding (pipeline.rs
-    // tests that).
-    format!(
-        "[server]\nlisten = \"{listen}\"\nmax_in_flight = 1024\n\
-         [store]\nurl = {}\n\
-         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
-         [log]\nformat = \"json\"\nlevel = \"info\"\n\
-         [worker]\n{worker}\n\
-         {}\n{endpoints}\n",
-        q(store_url),
-        stripe_section(fake),
-    )
+/// In-process on `backend`, the clock pinned at [`NOW`], no workers: tests drive
+/// `run_once` themselves.
+async fn start_driven(backend: Backend, fake: Option<&FakeStripe>, endpoints: &str) -> TestGateway {
+    gateway(backend, fake, endpoints)
+        .fixed_clock(NOW)
+        .workers(0)
+        .start()
+        .await
 }
 
 fn sw_endpoint() -> String {
@@ -272,67 +243,6 @@ fn stripe_endpoint(retry: &str) -> String {
         &[STRIPE_SECRET],
         &format!("handlers = [\"payments_projection\"]\n{retry}"),
     )
-}
-
-impl Harness {
-    async fn start(
-        backend: Backend,
-        worker: &str,
-        fake: Option<&FakeStripe>,
-        endpoints: &str,
-    ) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let (url, pg) = store_url(backend, dir.path()).await;
-        let config_path = dir.path().join("hookgate.toml");
-        std::fs::write(
-            &config_path,
-            full_config(&url, "127.0.0.1:0", worker, fake, endpoints),
-        )
-        .unwrap();
-        let config = Config::load(&config_path).expect("valid test config");
-        let clock = FixedClock::at_secs(NOW);
-        let gateway = Gateway::start_with(
-            config,
-            Roles::SERVE,
-            GatewayParts::clock(clock.clone() as Arc<dyn Clock>),
-        )
-        .await
-        .unwrap();
-        Harness {
-            addr: gateway.webhook_addr.unwrap(),
-            gateway: Some(gateway),
-            clock,
-            config_path,
-            _dir: dir,
-            _pg: pg,
-        }
-    }
-
-    fn store(&self) -> &SharedStore {
-        &self.gateway.as_ref().unwrap().state.store
-    }
-
-    fn processor(&self) -> Processor {
-        Processor::new(self.gateway.as_ref().unwrap().state.clone()).unwrap()
-    }
-
-    /// Sets the pinned clock (its setter has second resolution: rounds down).
-    fn set_ms(&self, ms: i64) {
-        self.clock.set_secs(ms.div_euclid(1000));
-    }
-
-    async fn events(&self) -> Vec<InboxRecord> {
-        self.store()
-            .list_events(&EventFilter::default())
-            .await
-            .unwrap()
-    }
-
-    async fn stop(mut self) {
-        if let Some(g) = self.gateway.take() {
-            g.shutdown().await;
-        }
-    }
 }
 
 /// Runs `run_once` until nothing is due at the current clock; returns every result.
@@ -404,7 +314,7 @@ fn permutations(items: &[i64]) -> Vec<Vec<i64>> {
 /// every object ends at its highest version, every event PROCESSED, exactly the events not
 /// newer than their object's stored version `stale`.
 async fn versions_3_1_2_and_every_order_of_5_converge(backend: Backend) {
-    let h = Harness::start(backend, "concurrency = 0", None, &sw_endpoint()).await;
+    let mut h = start_driven(backend, None, &sw_endpoint()).await;
     let p = h.processor();
     let mut expected: HashMap<String, Outcome> = HashMap::new();
     for (v, outcome) in [
@@ -501,9 +411,8 @@ async fn hundreds_of_copies_and_retries_make_one_mutation(backend: Backend) {
     let fake = FakeStripe::start().await;
     fake.set("payment_intent", "pi_once", "succeeded", 2000);
     fake.fail_next(2);
-    let h = Harness::start(
+    let mut h = start_driven(
         backend,
-        "concurrency = 0",
         Some(&fake),
         &stripe_endpoint("retry = { base_ms = 1000, cap_ms = 4000, max_attempts = 5 }"),
     )
@@ -580,9 +489,8 @@ async fn transient_failures_back_off_then_fail_then_operator_retry_succeeds(back
         cap_ms: 8_000,
         max_attempts: 4,
     };
-    let h = Harness::start(
+    let mut h = start_driven(
         backend,
-        "concurrency = 0",
         Some(&fake),
         &stripe_endpoint("retry = { base_ms = 2000, cap_ms = 8000, max_attempts = 4 }"),
     )
@@ -643,7 +551,7 @@ async fn transient_failures_back_off_then_fail_then_operator_retry_succeeds(back
 
     // Operators see it, then retry it with the real binary.
     let list = cli(
-        &h.config_path,
+        h.config_path(),
         &["events", "list", "--status", "failed", "--json"],
     );
     let lines: Vec<Value> = list
@@ -666,14 +574,14 @@ async fn transient_failures_back_off_then_fail_then_operator_retry_succeeds(back
     assert_eq!(lines[0]["id"], id.as_str());
     assert_eq!(lines[0]["status"], "FAILED");
     assert_eq!(lines[0]["attempt_count"], 4);
-    let show = cli(&h.config_path, &["events", "show", &id]);
+    let show = cli(h.config_path(), &["events", "show", &id]);
     assert!(
         !show.contains("ch_retry\",\"object\""),
         "show prints no payload: {show}"
     );
 
     fake.fail_next(0);
-    cli(&h.config_path, &["events", "retry", &id]);
+    cli(h.config_path(), &["events", "retry", &id]);
     let rec = h.store().get_event(&id).await.unwrap().unwrap();
     assert_eq!(rec.status, InboxStatus::Received);
     assert_eq!(rec.attempt_count, 0);
@@ -710,13 +618,7 @@ fn cli(config: &Path, args: &[&str]) -> String {
 /// API says now, not on what each event carried.
 async fn stripe_events_out_of_order_converge_on_the_api(backend: Backend) {
     let fake = FakeStripe::start().await;
-    let h = Harness::start(
-        backend,
-        "concurrency = 0",
-        Some(&fake),
-        &stripe_endpoint(""),
-    )
-    .await;
+    let mut h = start_driven(backend, Some(&fake), &stripe_endpoint("")).await;
     let p = h.processor();
     let send = |event_id: &'static str,
                 kind: &'static str,
@@ -866,13 +768,12 @@ async fn slow_handler_does_not_block_acknowledgements(backend: Backend) {
             100 + i,
         );
     }
-    let h = Harness::start(
-        backend,
-        "concurrency = 2\npoll_interval_ms = 20",
-        Some(&fake),
-        &stripe_endpoint(""),
-    )
-    .await;
+    let mut h = gateway(backend, Some(&fake), &stripe_endpoint(""))
+        .fixed_clock(NOW)
+        .workers(2)
+        .worker_settings("poll_interval_ms = 20")
+        .start()
+        .await;
     let mut sends = tokio::task::JoinSet::new();
     for i in 0..60 {
         let addr = h.addr;
@@ -908,19 +809,16 @@ async fn slow_handler_does_not_block_acknowledgements(backend: Backend) {
         backlog > 0,
         "the workers were saturated, so rows waited in the inbox"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        let events = h.events().await;
-        if events.iter().all(|e| e.status == InboxStatus::Processed) {
-            assert_eq!(events.len(), 60);
-            break;
+    let store = h.store().clone();
+    wait_until("the backlog to drain", Duration::from_secs(90), || {
+        let store = store.clone();
+        async move {
+            let events = store.list_events(&EventFilter::default()).await.unwrap();
+            events.iter().all(|e| e.status == InboxStatus::Processed)
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "backlog did not drain"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    assert_eq!(h.events().await.len(), 60);
     for i in 0..60 {
         let state = h
             .store()
@@ -944,28 +842,13 @@ async fn slow_handler_does_not_block_acknowledgements(backend: Backend) {
 async fn crash_then_restart_converges(backend: Backend, failpoint: &str, attempts: i64) {
     let fake = FakeStripe::start().await;
     fake.set("payment_intent", "pi_crash", "succeeded", 4200);
-    let dir = tempfile::tempdir().unwrap();
-    let (url, _pg) = store_url(backend, dir.path()).await;
-    let port = free_port();
-    let config_path = dir.path().join("hookgate.toml");
-    std::fs::write(
-        &config_path,
-        full_config(
-            &url,
-            &format!("127.0.0.1:{port}"),
-            "concurrency = 1\nlease_seconds = 1\npoll_interval_ms = 20",
-            Some(&fake),
-            &stripe_endpoint(""),
-        ),
-    )
-    .unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-
-    let mut first = spawn_serve(&config_path, Some(&format!("{failpoint}=abort")));
-    assert!(
-        wait_for_port(addr, Duration::from_secs(20)),
-        "gateway did not start"
-    );
+    let files = gateway(backend, Some(&fake), &stripe_endpoint(""))
+        .workers(1)
+        .worker_settings("lease_seconds = 1\npoll_interval_ms = 20")
+        .write()
+        .await;
+    let mut first = files.serve(Some(&format!("{failpoint}=abort")));
+    let addr = first.addr();
     let body = stripe_body(
         "evt_crash",
         "payment_intent.succeeded",
@@ -989,7 +872,7 @@ async fn crash_then_restart_converges(backend: Backend, failpoint: &str, attempt
     if let Some(r) = answer {
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    let status = tokio::task::spawn_blocking(move || first.wait().unwrap())
+    let status = tokio::task::spawn_blocking(move || first.wait_exit())
         .await
         .unwrap();
     assert!(
@@ -997,27 +880,21 @@ async fn crash_then_restart_converges(backend: Backend, failpoint: &str, attempt
         "the worker must have aborted at {failpoint}"
     );
 
-    let mut second = spawn_serve(&config_path, None);
-    assert!(
-        wait_for_port(addr, Duration::from_secs(20)),
-        "gateway did not restart"
-    );
-    let config = Config::load(&config_path).unwrap();
-    let store = hookgate::app::open_store(&config).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let event = loop {
-        let events = store.list_events(&EventFilter::default()).await.unwrap();
-        assert_eq!(events.len(), 1);
-        if events[0].status == InboxStatus::Processed {
-            break events[0].clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not processed after restart: {:?}",
-            events[0]
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let second = files.serve(None);
+    let store = files.open_store().await;
+    let event = wait_for(
+        "the event PROCESSED after the restart",
+        Duration::from_secs(30),
+        || {
+            let store = store.clone();
+            async move {
+                let events = store.list_events(&EventFilter::default()).await.unwrap();
+                assert_eq!(events.len(), 1);
+                (events[0].status == InboxStatus::Processed).then(|| events[0].clone())
+            }
+        },
+    )
+    .await;
     assert_eq!(event.outcome, Some(Outcome::Applied));
     assert_eq!(event.attempt_count, attempts, "{failpoint}");
     let state = store.payment_state("pi_crash").await.unwrap().unwrap();
@@ -1030,13 +907,10 @@ async fn crash_then_restart_converges(backend: Backend, failpoint: &str, attempt
         ["payments_projection"]
     );
     store.close().await;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &second.id().to_string()])
-        .status();
-    let status = tokio::task::spawn_blocking(move || second.wait().unwrap())
+    // Asserts a clean shutdown.
+    tokio::task::spawn_blocking(move || second.terminate())
         .await
         .unwrap();
-    assert!(status.success(), "clean shutdown: {status:?}");
 }
 
 #[cfg(feature = "failpoints")]
@@ -1047,39 +921,24 @@ fn real_now_secs() -> i64 {
         .as_secs() as i64
 }
 
-#[cfg(feature = "failpoints")]
-fn spawn_serve(config: &Path, failpoints: Option<&str>) -> std::process::Child {
-    let mut cmd = std::process::Command::new(binary());
-    cmd.args(["serve", "--config"])
-        .arg(config)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    match failpoints {
-        Some(f) => cmd.env("HOOKGATE_FAILPOINTS", f),
-        None => cmd.env_remove("HOOKGATE_FAILPOINTS"),
-    };
-    cmd.spawn().unwrap()
-}
-
 /// `events show --payload` decrypts on purpose and says so; `hookgate worker` alone (no
 /// webhook listener) processes what `serve` accepted, and stops cleanly on SIGTERM.
 #[tokio::test]
 async fn show_payload_and_standalone_worker() {
-    let h = Harness::start(Backend::Sqlite, "concurrency = 0", None, &sw_endpoint()).await;
+    let mut h = start_driven(Backend::Sqlite, None, &sw_endpoint()).await;
     let r = post_sw(h.addr, "msg_standalone", "obj_standalone", 4).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let id = r.json()["id"].as_str().unwrap().to_owned();
 
     let plain: Value =
-        serde_json::from_str(&cli(&h.config_path, &["events", "show", &id])).unwrap();
+        serde_json::from_str(&cli(h.config_path(), &["events", "show", &id])).unwrap();
     assert!(
         plain.get("payload").is_none(),
         "no payload without --payload: {plain}"
     );
     let out = std::process::Command::new(binary())
         .args(["events", "show", &id, "--payload", "--config"])
-        .arg(&h.config_path)
+        .arg(h.config_path())
         .output()
         .unwrap();
     assert!(
@@ -1099,7 +958,7 @@ async fn show_payload_and_standalone_worker() {
         "decrypting is announced"
     );
 
-    let config_path = h.config_path.clone();
+    let config_path = h.config_path().to_owned();
     let store = h.store().clone();
     // The same store, now with one worker, run by `hookgate worker` alone.
     let text = std::fs::read_to_string(&config_path)
@@ -1107,28 +966,24 @@ async fn show_payload_and_standalone_worker() {
         .replace("concurrency = 0", "concurrency = 1");
     let worker_config = config_path.with_file_name("worker.toml");
     std::fs::write(&worker_config, text).unwrap();
-    let mut worker = std::process::Command::new(binary())
-        .args(["worker", "--config"])
-        .arg(&worker_config)
-        .env_remove("HOOKGATE_FAILPOINTS")
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    let worker = BinaryGateway::start(BinaryRole::Worker, &worker_config, None);
+    assert_eq!(worker.webhook, None, "a worker has no webhook listener");
+    wait_until(
+        "the standalone worker to process the event",
+        Duration::from_secs(10),
+        || {
+            let (store, id) = (store.clone(), id.clone());
+            async move {
+                store.get_event(&id).await.unwrap().unwrap().status == InboxStatus::Processed
+            }
+        },
+    )
+    .await;
+    let rec = store.get_event(&id).await.unwrap().unwrap();
+    assert_eq!(rec.outcome, Some(Outcome::Applied));
+    // Asserts that the worker stops cleanly on SIGTERM.
+    tokio::task::spawn_blocking(move || worker.terminate())
+        .await
         .unwrap();
-    let mut processed = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let rec = store.get_event(&id).await.unwrap().unwrap();
-        if rec.status == InboxStatus::Processed {
-            assert_eq!(rec.outcome, Some(Outcome::Applied));
-            processed = true;
-            break;
-        }
-    }
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &worker.id().to_string()])
-        .status();
-    let status = worker.wait().unwrap();
-    assert!(processed, "the standalone worker did not process the event");
-    assert!(status.success(), "worker exited with {status:?}");
     h.stop().await;
 }

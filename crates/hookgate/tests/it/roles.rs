@@ -332,7 +332,7 @@ async fn a_rate_limited_relay_leases_only_what_it_can_send() {
          [store]\nurl = {}\n\
          [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
          [worker]\nconcurrency = 0\n\
-         [relay]\nenabled = false\nlease_seconds = 2\n\
+         [relay]\nenabled = false\nlease_seconds = 3\n\
          {destination}\n{}",
         q(&format!(
             "sqlite://{}",

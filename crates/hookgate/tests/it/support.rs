@@ -1,51 +1,23 @@
-//! Test support: start a gateway in-process on port 0, talk raw HTTP/1.1 over a socket, read
-//! the shared provider vectors, run the real binary.
+//! Test support: one builder for every test gateway (in-process or the real binary, see
+//! [`gateway`]), raw HTTP/1.1 over a socket, bounded waits on observable state, the shared
+//! provider vectors.
 
 #![allow(dead_code)]
+
+mod gateway;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use hookgate::app::{Gateway, GatewayParts, Roles};
-use hookgate::config::Config;
-use hookgate::state::{Clock, FixedClock};
+pub(crate) use gateway::*;
 
 pub(crate) const PAYLOAD_KEY: &str = "aG9va2dhdGUtZGV2LXBheWxvYWQta2V5LTMyYnl0ZXM=";
 
 /// A TOML string literal (JSON string syntax is valid TOML basic-string syntax).
 pub(crate) fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap()
-}
-
-/// Config text for a gateway on port 0 with the given `[[endpoints]]` tables appended. No
-/// workers run (ingress tests see rows as accepted); processing tests drive them.
-pub(crate) fn config_text(db: &Path, extra_server: &str, endpoints: &str) -> String {
-    config_text_with_store(db, extra_server, NEVER_SHED, endpoints)
-}
-
-/// Tests not about overload never shed: a loaded CI machine could make rows wait past the
-/// default `max_queue_wait_ms`.
-pub(crate) const NEVER_SHED: &str = "max_queue_wait_ms = 3600000";
-
-/// [`config_text`] with `extra_store` lines in `[store]` instead of [`NEVER_SHED`].
-pub(crate) fn config_text_with_store(
-    db: &Path,
-    extra_server: &str,
-    extra_store: &str,
-    endpoints: &str,
-) -> String {
-    format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n{extra_server}\n\
-         [admin]\nlisten = \"127.0.0.1:0\"\n\
-         [store]\nurl = {}\n{extra_store}\n\
-         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
-         [worker]\nconcurrency = 0\n\
-         {endpoints}\n",
-        q(&format!("sqlite://{}", db.display()))
-    )
 }
 
 pub(crate) fn endpoint_toml(id: &str, provider: &str, secrets: &[&str], extra: &str) -> String {
@@ -66,69 +38,6 @@ pub(crate) fn endpoint_toml(id: &str, provider: &str, secrets: &[&str], extra: &
         q(provider),
         list.join(", ")
     )
-}
-
-pub(crate) struct TestGateway {
-    pub(crate) gateway: Option<Gateway>,
-    pub(crate) addr: SocketAddr,
-    pub(crate) admin: SocketAddr,
-    pub(crate) clock: Arc<FixedClock>,
-    pub(crate) dir: tempfile::TempDir,
-    pub(crate) db: PathBuf,
-}
-
-impl TestGateway {
-    pub(crate) async fn start(endpoints: &str, now_secs: i64) -> TestGateway {
-        Self::start_with(endpoints, "", now_secs).await
-    }
-
-    pub(crate) async fn start_with(
-        endpoints: &str,
-        extra_server: &str,
-        now_secs: i64,
-    ) -> TestGateway {
-        Self::start_with_store(endpoints, extra_server, NEVER_SHED, now_secs).await
-    }
-
-    pub(crate) async fn start_with_store(
-        endpoints: &str,
-        extra_server: &str,
-        extra_store: &str,
-        now_secs: i64,
-    ) -> TestGateway {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("hookgate.db");
-        let path = dir.path().join("hookgate.toml");
-        let text = config_text_with_store(&db, extra_server, extra_store, endpoints);
-        std::fs::write(&path, text).unwrap();
-        let config = Config::load(&path).expect("test config is valid");
-        let clock = FixedClock::at_secs(now_secs);
-        let gateway = Gateway::start_with(
-            config,
-            Roles::SERVE,
-            GatewayParts::clock(clock.clone() as Arc<dyn Clock>),
-        )
-        .await
-        .unwrap();
-        TestGateway {
-            addr: gateway.webhook_addr.unwrap(),
-            admin: gateway.admin_addr.unwrap(),
-            gateway: Some(gateway),
-            clock,
-            dir,
-            db,
-        }
-    }
-
-    pub(crate) async fn stop(&mut self) {
-        if let Some(g) = self.gateway.take() {
-            g.shutdown().await;
-        }
-    }
-
-    pub(crate) fn store(&self) -> &hookgate_store::SharedStore {
-        &self.gateway.as_ref().unwrap().state.store
-    }
 }
 
 /// A parsed HTTP response.
@@ -265,10 +174,10 @@ pub(crate) fn signed_headers(
 }
 
 pub(crate) fn vectors_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/providers/vectors");
     assert!(
         dir.is_dir(),
-        "provider vectors not found at {} (they live in the repository's testdata/vectors)",
+        "provider vectors not found at {} — the tests need the shared/ folder beside the repository",
         dir.display()
     );
     dir
@@ -313,161 +222,84 @@ pub(crate) fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hookgate"))
 }
 
-/// Waits until `addr` accepts connections.
-pub(crate) fn wait_for_port(addr: SocketAddr, within: Duration) -> bool {
-    let deadline = std::time::Instant::now() + within;
-    while std::time::Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return true;
+/// How often the bounded waits below look again.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Polls `check` until it returns `Some`, and returns that; panics after `within` naming
+/// `what`. The one way tests wait for something asynchronous to have happened.
+pub(crate) async fn wait_for<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
         }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Writes a config for `hookgate serve` on fixed local ports with any `store.url` (SQLite or
-/// PostgreSQL) and the given `[[endpoints]]` tables; returns its path.
-pub(crate) fn write_serve_config(
-    dir: &Path,
-    name: &str,
-    store_url: &str,
-    port: u16,
-    admin_port: Option<u16>,
-    endpoints: &str,
-) -> PathBuf {
-    let admin = admin_port.map_or(String::new(), |p| {
-        format!("[admin]\nlisten = \"127.0.0.1:{p}\"\n")
-    });
-    let text = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}[store]\nurl = {}\n{NEVER_SHED}\n\
-         [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
-         [log]\nformat = \"json\"\nlevel = \"info\"\n\n{endpoints}\n",
-        q(store_url)
-    );
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// A `hookgate serve` child process. stderr is drained continuously (a chatty child never
-/// blocks on a full pipe); dropping it kills the child if it still runs, so a failed test
-/// leaves no gateway behind.
-pub(crate) struct ServeProc {
-    child: Option<std::process::Child>,
-    pub(crate) addr: SocketAddr,
-    pub(crate) admin: Option<SocketAddr>,
-    logs: Option<std::thread::JoinHandle<String>>,
-}
-
-impl ServeProc {
-    /// Starts the binary without waiting for it to listen (see [`ServeProc::wait_listening`]).
-    pub(crate) fn spawn(
-        config: &Path,
-        port: u16,
-        admin_port: Option<u16>,
-        failpoints: Option<&str>,
-    ) -> ServeProc {
-        let mut cmd = std::process::Command::new(binary());
-        cmd.args(["serve", "--config"])
-            .arg(config)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .env_remove("HOOKGATE_LOG");
-        match failpoints {
-            Some(f) => cmd.env("HOOKGATE_FAILPOINTS", f),
-            None => cmd.env_remove("HOOKGATE_FAILPOINTS"),
-        };
-        let mut child = cmd.spawn().expect("spawn hookgate serve");
-        let mut stderr = child.stderr.take().unwrap();
-        let logs = std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = stderr.read_to_string(&mut text);
-            text
-        });
-        let local = |p: u16| SocketAddr::from(([127, 0, 0, 1], p));
-        ServeProc {
-            child: Some(child),
-            addr: local(port),
-            admin: admin_port.map(local),
-            logs: Some(logs),
-        }
-    }
-
-    /// Spawns and waits until the webhook listener accepts connections.
-    pub(crate) fn start(
-        config: &Path,
-        port: u16,
-        admin_port: Option<u16>,
-        failpoints: Option<&str>,
-    ) -> ServeProc {
-        let mut p = Self::spawn(config, port, admin_port, failpoints);
-        p.wait_listening();
-        p
-    }
-
-    /// Waits (up to 30 s) until the webhook listener accepts connections; on failure, panics
-    /// with the child's logs.
-    pub(crate) fn wait_listening(&mut self) {
-        if wait_for_port(self.addr, Duration::from_secs(30)) {
-            return;
-        }
-        let status = self.kill();
-        let addr = self.addr;
-        let logs = self.take_logs();
-        panic!("gateway on {addr} did not start ({status:?}); logs:\n{logs}");
-    }
-
-    /// Waits for the child to exit by itself (e.g. a failpoint abort).
-    pub(crate) fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("child already reaped");
-        child.wait().unwrap()
-    }
-
-    /// SIGTERM, wait, assert a clean exit; returns the logs.
-    pub(crate) fn terminate(mut self) -> String {
-        let mut child = self.child.take().expect("child already reaped");
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success(), "SIGTERM failed");
-        let status = child.wait().unwrap();
-        let logs = self.take_logs();
         assert!(
-            status.success(),
-            "gateway exited with {status:?}; logs:\n{logs}"
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for: {what}"
         );
-        logs
-    }
-
-    /// The child's stderr so far (once it has exited).
-    pub(crate) fn take_logs(&mut self) -> String {
-        self.logs
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default()
-    }
-
-    fn kill(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        let _ = child.kill();
-        child.wait().ok()
+        tokio::time::sleep(POLL).await;
     }
 }
 
-impl Drop for ServeProc {
-    fn drop(&mut self) {
-        self.kill();
+/// [`wait_for`] with a yes/no condition.
+pub(crate) async fn wait_until<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    wait_for(what, within, || {
+        let fut = check();
+        async move { fut.await.then_some(()) }
+    })
+    .await
+}
+
+/// [`wait_until`] for blocking code (threads, `spawn_blocking`).
+pub(crate) fn wait_until_blocking(what: &str, within: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for: {what}"
+        );
+        std::thread::sleep(POLL);
     }
+}
+
+/// Waits until the server end of the TCP connection `server` ← `client` has read every byte
+/// sent to it (its receive queue in `/proc/net/tcp` is empty): the request's head has reached
+/// the gateway, so it is in flight there, not merely queued in the kernel.
+pub(crate) fn wait_until_server_has_read(server: SocketAddr, client: SocketAddr, within: Duration) {
+    wait_until_blocking(
+        &format!("{server} to read everything {client} sent"),
+        within,
+        || server_receive_queue(server, client) == Some(0),
+    );
+}
+
+/// The receive queue (bytes not yet read) of the IPv4 socket `local` ← `remote`, from
+/// `/proc/net/tcp`; `None` while no such socket exists (not accepted yet).
+fn server_receive_queue(local: SocketAddr, remote: SocketAddr) -> Option<u64> {
+    // Addresses are `IP:PORT` in hex, the IP as the kernel's in-memory u32.
+    let parse = |field: &str| -> Option<SocketAddr> {
+        let (ip, port) = field.split_once(':')?;
+        let ip = u32::from_str_radix(ip, 16).ok()?.to_ne_bytes();
+        let port = u16::from_str_radix(port, 16).ok()?;
+        Some(SocketAddr::from((ip, port)))
+    };
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if parse(fields.get(1)?)? != local || parse(fields.get(2)?)? != remote {
+            return None;
+        }
+        let (_, rx) = fields.get(4)?.split_once(':')?;
+        u64::from_str_radix(rx, 16).ok()
+    })
 }
 
 /// `GET path` on a fresh connection (admin endpoints).

@@ -1,9 +1,5 @@
 //! Built-in TLS: a real rustls handshake against a self-signed certificate made here.
 
-use hookgate::app::{Gateway, GatewayParts, Roles};
-use hookgate::config::Config;
-use hookgate::state::FixedClock;
-
 use crate::support::*;
 
 const NOW: i64 = 1_764_547_200;
@@ -16,27 +12,21 @@ async fn webhook_over_builtin_tls() {
     std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
     std::fs::write(dir.path().join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
     let endpoints = endpoint_toml("sw", "standard_webhooks", &[SECRET], "");
-    // A public address is allowed because TLS is on.
-    let text = config_text(
-        &dir.path().join("db.sqlite"),
-        "tls = { cert = \"cert.pem\", key = \"key.pem\" }",
-        &endpoints,
-    )
-    .replace(
-        "listen = \"127.0.0.1:0\"\ntls",
-        "listen = \"0.0.0.0:0\"\ntls",
+    let tls = format!(
+        "tls = {{ cert = {}, key = {} }}",
+        q(&dir.path().join("cert.pem").display().to_string()),
+        q(&dir.path().join("key.pem").display().to_string())
     );
-    let path = dir.path().join("hookgate.toml");
-    std::fs::write(&path, text).unwrap();
-    let config = Config::load(&path).unwrap();
-    let gw = Gateway::start_with(
-        config,
-        Roles::SERVE,
-        GatewayParts::clock(FixedClock::at_secs(NOW)),
-    )
-    .await
-    .unwrap();
-    let port = gw.webhook_addr.unwrap().port();
+    // A public address is allowed because TLS is on.
+    let mut gw = TestGateway::builder()
+        .fixed_clock(NOW)
+        .workers(0)
+        .listen("0.0.0.0:0")
+        .server(&tls)
+        .endpoints(&endpoints)
+        .start()
+        .await;
+    let port = gw.addr.port();
 
     let client = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
@@ -63,5 +53,5 @@ async fn webhook_over_builtin_tls() {
         .send()
         .await;
     assert!(plain.is_err() || plain.unwrap().status() != 200);
-    gw.shutdown().await;
+    gw.stop().await;
 }
