@@ -1,5 +1,6 @@
 //! Command-line interface: `serve`, `config check`, `send`.
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod events;
 pub mod send;
@@ -42,6 +43,7 @@ pub enum Command {
     /// Sign a payload exactly as the endpoint's provider would and POST it to the gateway.
     Send(send::SendArgs),
     /// Load-generate signed traffic against a running gateway, then verify its store.
+    #[cfg(feature = "bench")]
     Bench(bench::BenchArgs),
     /// Run the processing workers alone (no webhook listener), for split deployments.
     Worker {
@@ -85,6 +87,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 .build()?;
             rt.block_on(send::run(args))
         }
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run_blocking(args),
         Command::Worker { config } => worker::run(config),
         Command::Events { command } => events::run(command),
