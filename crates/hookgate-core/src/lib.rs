@@ -7,7 +7,6 @@
 
 pub mod envelope;
 pub mod failpoint;
-pub mod gate;
 pub mod retry;
 pub mod seal;
 pub mod status;
