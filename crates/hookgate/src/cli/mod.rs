@@ -1,4 +1,6 @@
-//! Command-line interface: `serve`, `config check`, `send`.
+//! Command-line interface: `serve` (the gateway), `worker` (processing alone), `config check`,
+//! `send` (one signed request), `bench` (the load generator, with the default-on `bench`
+//! feature) and `events list` / `show` / `retry` (operator inspection and retry).
 
 #[cfg(feature = "bench")]
 pub mod bench;
