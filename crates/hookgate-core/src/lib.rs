@@ -2,12 +2,12 @@
 //!
 //! Nothing here performs I/O, spawns tasks or reads the clock: time and randomness are
 //! arguments. The principal types are [`Envelope`] (what an adapter extracts from a verified
-//! body), [`InboxStatus`] / [`Outcome`] (the status machine of DESIGN.md §4), and
-//! [`seal::Keyring`] (AEAD sealing of payloads at rest with the row identity as associated data).
+//! body), [`InboxStatus`] / [`Outcome`] / [`OutboxStatus`] (the status machine, spelled as
+//! stored), and [`seal::Keyring`] (AEAD sealing of payloads at rest with the row identity as
+//! associated data).
 
 pub mod envelope;
 pub mod failpoint;
-pub mod gate;
 pub mod retry;
 pub mod seal;
 pub mod status;

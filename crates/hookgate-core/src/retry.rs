@@ -1,5 +1,5 @@
-//! Retry with exponential backoff and full jitter (DESIGN.md §5), sans-I/O: the caller passes
-//! the random number, so the schedule is a pure function and tests pin it.
+//! Retry with exponential backoff and full jitter (processing and delivery), sans-I/O: the
+//! caller passes the random number, so the schedule is a pure function and tests pin it.
 //!
 //! Attempt `n` (1-based: the attempt that just failed) waits a uniformly random time in
 //! `[0, min(cap, base * 2^(n-1))]` ("full jitter"), so retries of many events that failed

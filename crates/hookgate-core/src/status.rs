@@ -1,4 +1,5 @@
-//! Status values exactly as DESIGN.md §4 spells them; stored as these strings.
+//! Status values, stored as these strings: the inbox and outbox `status` columns and the
+//! processing `outcome` hold exactly these spellings (ARCHITECTURE.md, "Storage and group commit").
 
 use std::fmt;
 use std::str::FromStr;

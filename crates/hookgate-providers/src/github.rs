@@ -13,7 +13,7 @@
 //! - **Several signatures:** one per delivery. Rotation is done by the receiver trusting old
 //!   and new secret at once; every trusted secret is tried.
 //! - **Timestamp / tolerance:** none is signed. Replay protection is the delivery-id dedupe, so
-//!   the idempotency record must be kept long (DESIGN §4).
+//!   the idempotency record (the inbox row) must be kept long.
 //! - **Logical event id:** `X-GitHub-Delivery`; a requested redelivery carries the same GUID.
 //!   GitHub does not retry automatically. A delivery without it answers 400 `missing_event_id`.
 //! - **Envelope:** type = `X-GitHub-Event`; object id = body `repository.full_name` (else

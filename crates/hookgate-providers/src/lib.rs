@@ -1,7 +1,7 @@
 //! Sans-I/O provider adapters.
 //!
 //! One pipeline, one [`Adapter`] per provider signature scheme. The binary drives an adapter in
-//! the ingress order of DESIGN.md §2:
+//! the ingress order (ARCHITECTURE.md, "One request"):
 //!
 //! 1. [`Adapter::accepts_content_type`] (415),
 //! 2. [`Adapter::parse_metadata`] on headers only (400: missing / duplicated / malformed),
@@ -151,7 +151,8 @@ impl BadRequestReason {
     }
 }
 
-/// Why an adapter refused a request. Maps 1:1 onto rows of the response table (DESIGN.md §1).
+/// Why an adapter refused a request. Maps 1:1 onto rows of the response table
+/// (`docs/receiving.md`).
 /// Carries no input bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {

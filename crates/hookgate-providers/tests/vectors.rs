@@ -133,7 +133,7 @@ fn decode_case(adapter: &dyn Adapter, kind: ProviderKind, v: &Value) -> Case {
 
 type Outcome = Result<(Verified, Result<Extracted, Rejection>), Rejection>;
 
-/// The ingress order of DESIGN §2 with every key in `keys` trusted, in order.
+/// The ingress order (ARCHITECTURE.md, "One request") with every key in `keys` trusted, in order.
 fn run(
     kind: ProviderKind,
     headers: &HeaderMap,

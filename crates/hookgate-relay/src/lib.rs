@@ -1,4 +1,5 @@
-//! hookgate's delivery side: the [`Destination`] trait and its kinds (DESIGN.md §5, step 3).
+//! hookgate's delivery side: the [`Destination`] trait and its kinds (ARCHITECTURE.md, "One
+//! delivery").
 //!
 //! The relay (in the binary, `relay/`) leases `PENDING` outbox rows, opens the sealed payload
 //! and hands each event to its destination here as a [`Message`]. A destination does the

@@ -1,10 +1,11 @@
 //! hookgate, the binary's library half: configuration, ingress pipeline, admin listener,
-//! secrets, telemetry and the operator CLI. `main.rs` only parses arguments and calls in here,
-//! so integration tests drive the same code over real sockets.
+//! processing workers, outbox relay, secrets, telemetry and the operator CLI. `main.rs` only
+//! parses arguments and calls in here, so integration tests drive the same code over real
+//! sockets.
 //!
 //! Principal types: [`config::Config`] (resolved configuration), [`app::Gateway`] (a running
 //! gateway), [`state::AppState`] (what every request sees), [`ingress::pipeline::handle`] (one
-//! request in the ingress order of DESIGN.md §2).
+//! request in the ingress order of ARCHITECTURE.md, "One request").
 
 pub mod admin;
 pub mod app;

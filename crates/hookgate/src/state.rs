@@ -14,7 +14,8 @@ use crate::config::{Config, EndpointConfig};
 use crate::ingress::limits::{ClientLimiter, EndpointBudget};
 use crate::stage::StageHealth;
 
-/// The only place the gateway reads the wall clock; tests pin it.
+/// The wall clock of ingress, workers and relay (freshness, leases, due times); tests pin it.
+/// Outside it: the store stamps applied migrations, and `send` / `bench` sign with the time now.
 pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> i64;
     fn now_secs(&self) -> i64 {

@@ -1,538 +1,58 @@
-//! `hookgate bench`: a load generator for a running gateway (or, with `--ceiling`, for a
-//! built-in sink measuring the HTTP ceiling), with store verification afterwards.
-//!
-//! Module map: [`plan`] builds and signs the traffic ahead of time (bodies, ids, duplicates),
-//! [`load`] sends it (open or closed loop, HDR latency from the intended send time), [`sink`]
-//! is the `--ceiling` target, [`verify`] checks the store, [`procstat`] reads the gateway's
-//! CPU and memory from `/proc`. `scripts/bench.sh` drives it; results are in `BENCHMARKS.md`.
+//! `hookgate bench`: the load generator of the `hookgate-bench` crate (compiled in with the
+//! default-on `bench` feature), fed from this crate's configuration and store.
 
-pub mod gateway_metrics;
-pub mod load;
-pub mod plan;
-pub mod procstat;
-pub mod sink;
-pub mod verify;
+use std::net::SocketAddr;
+use std::path::Path;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use hookgate_bench::{Endpoint, GatewayConfig};
+use hookgate_store::SharedStore;
 
-use anyhow::{Context, bail};
-use hdrhistogram::Histogram;
-use serde::Serialize;
+pub use hookgate_bench::BenchArgs;
 
-use crate::config::Config;
-use gateway_metrics::AckHistogram;
-use load::{LoadOptions, Outcome};
-use plan::{BodySize, Kind, PlanOptions, Planner, Produced};
+use crate::config::{self, Config};
 
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {
-    #[arg(long, short)]
-    pub config: PathBuf,
-    /// Endpoint id from the configuration (its provider and secret sign the traffic).
-    #[arg(long)]
-    pub endpoint: String,
-    /// Target requests per second (open loop); 0 = closed loop with --connections workers.
-    #[arg(long)]
-    pub rate: u64,
-    /// Seconds of sending (answers are then awaited up to --drain-timeout).
-    #[arg(long)]
-    pub duration: f64,
-    /// Also write the results as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Target URL; default: the configured listener and the endpoint's path. Plain HTTP only.
-    #[arg(long)]
-    pub url: Option<String>,
-    /// Persistent HTTP/1.1 connections (closed loop: concurrent requests; open loop: the
-    /// most in flight at once, further due requests wait and that wait counts as latency).
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
-    /// Share of requests that repeat an event: exact re-sends, provider-style retries (new
-    /// timestamp and signature), and bursts of 2-8 concurrent copies.
-    #[arg(long, default_value_t = 0.1)]
-    pub duplicates: f64,
-    /// `mixed` (~10 KiB average, 0.5 % tail of 128 KiB-1 MiB) or a fixed size (`10KiB`);
-    /// capped at the endpoint's max_body_bytes.
-    #[arg(long, default_value = "mixed")]
-    pub body_size: BodySize,
-    /// Send the same traffic to a built-in sink that only reads the body and answers 200
-    /// (the HTTP ceiling); no store verification.
-    #[arg(long)]
-    pub ceiling: bool,
-    /// Report this local process's CPU seconds and RSS (the gateway's pid).
-    #[arg(long)]
-    pub gateway_pid: Option<u32>,
-    /// Seconds to wait for outstanding answers after the sending period.
-    #[arg(long, default_value_t = 10.0)]
-    pub drain_timeout: f64,
-    /// Seconds one request may take before it counts as an error.
-    #[arg(long, default_value_t = 10.0)]
-    pub request_timeout: f64,
-    /// Requests planned and signed before the clock starts (and refilled in bulk when three
-    /// quarters are sent). Default: open loop, the whole run; closed loop,
-    /// min(200,000, 20,000 x duration).
-    #[arg(long)]
-    pub plan_ahead: Option<usize>,
-    /// Seed of the traffic plan (sizes, duplicates); random when absent.
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Free text copied into the JSON (the benchmark script names its runs with it).
-    #[arg(long)]
-    pub label: Option<String>,
-}
+/// The gateway's configuration as the bench reads it.
+struct BenchConfig(Config);
 
-/// Everything `bench` reports; the JSON written by `--json`.
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub label: Option<String>,
-    pub mode: &'static str,
-    pub ceiling: bool,
-    pub target: String,
-    pub endpoint: String,
-    pub provider: &'static str,
-    pub store: Option<String>,
-    pub rate_target: u64,
-    pub duration_s: f64,
-    pub connections: usize,
-    pub duplicates_share: f64,
-    pub body_size: String,
-    pub event_id_prefix: String,
-    pub elapsed_s: f64,
-    /// 2xx answers (acknowledgements) per second of elapsed time.
-    pub achieved_rps: f64,
-    /// Every HTTP answer per second, whatever its status.
-    pub responses_rps: f64,
-    /// Latency of 2xx answers from the intended send time.
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
-    pub mean_ms: f64,
-    /// p99 over every HTTP answer (429/503 included).
-    pub all_p99_ms: f64,
-    pub requests: u64,
-    pub accepted: u64,
-    pub duplicate: u64,
-    pub ignored: u64,
-    pub other_2xx: u64,
-    pub rejected_4xx: u64,
-    pub rate_limited: u64,
-    pub unavailable: u64,
-    pub errors: u64,
-    pub not_sent: u64,
-    pub unique_events: u64,
-    pub sent_resends: u64,
-    pub sent_retries: u64,
-    pub sent_burst_copies: u64,
-    pub mean_body_bytes: f64,
-    pub body_mib_per_s: f64,
-    pub gateway_pid: Option<u32>,
-    pub gateway_cpu_seconds: Option<f64>,
-    /// Gateway CPU seconds per elapsed second (2.0 = both cores of this machine).
-    pub gateway_cpu_cores: Option<f64>,
-    pub gateway_rss_peak_mib: Option<f64>,
-    pub gateway_vmhwm_mib: Option<f64>,
-    pub gateway_vmrss_mib: Option<f64>,
-    /// The gateway's own ack-latency histogram for this run (admin `/metrics`, arrival to
-    /// answer, without the load generator's CPU queueing): upper bound of the bucket holding
-    /// its 99th percentile. `None` without an admin listener or with `--url`.
-    pub gateway_ack_p99_le_ms: Option<f64>,
-    pub bench_cpu_seconds: Option<f64>,
-    pub store_verified: Option<bool>,
-    pub verification: Option<verify::Verification>,
-    pub first_error: Option<String>,
-    pub machine_cpus: usize,
+impl GatewayConfig for BenchConfig {
+    fn load(path: &Path) -> anyhow::Result<Self> {
+        Ok(Self(Config::load(path)?))
+    }
+
+    fn endpoint(&self, id: &str) -> Option<Endpoint> {
+        let endpoint = self.0.endpoint(id)?;
+        let now = jiff::Timestamp::now().as_second();
+        Some(Endpoint {
+            id: endpoint.id.clone(),
+            provider: endpoint.provider,
+            signing_secret: endpoint
+                .secrets
+                .iter()
+                .find(|s| s.trusted_at(now))
+                .map(|s| s.material.clone()),
+            max_body_bytes: endpoint.max_body_bytes,
+        })
+    }
+
+    fn webhook_url(&self, endpoint: &str) -> String {
+        super::send::default_url(&self.0, endpoint)
+    }
+
+    fn admin_listen(&self) -> Option<SocketAddr> {
+        self.0.admin_listen
+    }
+
+    fn store_label(&self) -> String {
+        config::redact_url(&self.0.store.url)
+    }
+
+    async fn open_store(&self) -> anyhow::Result<SharedStore> {
+        crate::app::open_store(&self.0).await
+    }
 }
 
 /// Runs `hookgate bench` on its own runtime; returns the exit code (1 when the store
 /// verification fails).
 pub fn run_blocking(args: BenchArgs) -> anyhow::Result<i32> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    let report = runtime.block_on(run(args))?;
-    Ok(if report.store_verified == Some(false) {
-        1
-    } else {
-        0
-    })
-}
-
-/// Runs the benchmark, prints the report and writes the JSON.
-pub async fn run(args: BenchArgs) -> anyhow::Result<Report> {
-    if !(0.0..1.0).contains(&args.duplicates) {
-        bail!("--duplicates must be in [0, 1)");
-    }
-    if args.duration.is_nan() || args.duration <= 0.0 || args.duration > 24.0 * 3600.0 {
-        bail!("--duration must be positive seconds");
-    }
-    if args.connections == 0 {
-        bail!("--connections must be at least 1");
-    }
-    let config = Config::load(&args.config)?;
-    let Some(endpoint) = config.endpoint(&args.endpoint) else {
-        bail!(
-            "no endpoint {:?} in {}",
-            args.endpoint,
-            args.config.display()
-        );
-    };
-
-    let sink = if args.ceiling {
-        Some(sink::start().context("starting the ceiling sink")?)
-    } else {
-        None
-    };
-    let url = match &sink {
-        Some(s) => format!("http://{}/webhooks/{}", s.addr, endpoint.id),
-        None => args
-            .url
-            .clone()
-            .unwrap_or_else(|| super::send::default_url(&config, &endpoint.id)),
-    };
-    let uri: http::Uri = url.parse().with_context(|| format!("bad URL {url:?}"))?;
-    if uri.scheme_str() != Some("http") {
-        bail!("bench speaks plain HTTP only; point --url at an http:// listener (got {url})");
-    }
-    let authority = uri.authority().context("URL has no host")?.clone();
-    let port = authority.port_u16().unwrap_or(80);
-    let target = tokio::net::lookup_host((authority.host(), port))
-        .await?
-        .next()
-        .with_context(|| format!("cannot resolve {authority}"))?;
-    let path: http::Uri = uri
-        .path_and_query()
-        .map(|p| p.as_str())
-        .unwrap_or("/")
-        .parse()?;
-
-    let run_id = format!("{:08x}", rand::random::<u32>());
-    let planner = Arc::new(Planner::new(endpoint, &run_id, authority.as_str())?);
-
-    // The store, before the run (also proves it is reachable before sending anything).
-    let store = if args.ceiling {
-        None
-    } else {
-        let store = crate::app::open_store(&config).await?;
-        let before = store.count_inbox().await?;
-        Some((store, before))
-    };
-
-    // Plan and sign ahead; fill the channel before the clock starts.
-    let total = (args.rate > 0).then(|| (args.rate as f64 * args.duration).ceil() as u64);
-    // A planned request costs about a kilobyte (bodies share their padding), so plan the
-    // whole open-loop run, or up to 200,000 requests of a closed-loop one, before the clock
-    // starts; a longer run keeps signing on the producer thread, ahead of the sender.
-    let capacity = args
-        .plan_ahead
-        .unwrap_or_else(|| match total {
-            Some(t) => t.min(2_000_000) as usize,
-            None => (20_000.0 * args.duration).min(200_000.0) as usize,
-        })
-        .max(1);
-    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
-    let produced = Arc::new(Produced::default());
-    let plan_options = PlanOptions {
-        body_size: args.body_size,
-        duplicates: args.duplicates,
-        seed: args.seed.unwrap_or_else(rand::random),
-        total,
-    };
-    let producer = {
-        let planner = planner.clone();
-        let produced = produced.clone();
-        std::thread::Builder::new()
-            .name("bench-plan".into())
-            .spawn(move || plan::produce(&planner, &plan_options, tx, &produced))?
-    };
-    let prefill_started = Instant::now();
-    while (produced.requests.load(Ordering::Relaxed) as usize) < capacity && !producer.is_finished()
-    {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    eprintln!(
-        "bench: {} requests signed ahead in {:.2}s; sending to {url} for {}s ({})",
-        produced.requests.load(Ordering::Relaxed),
-        prefill_started.elapsed().as_secs_f64(),
-        args.duration,
-        if args.rate > 0 {
-            format!("open loop at {}/s", args.rate)
-        } else {
-            format!("closed loop, {} connections", args.connections)
-        }
-    );
-
-    // The gateway's own histogram, when it is the config's own listener (not `--url`).
-    let admin = config
-        .admin_listen
-        .filter(|_| !args.ceiling && args.url.is_none());
-    let ack_before = admin.and_then(|a| AckHistogram::scrape(a, &endpoint.id));
-    let pid = args.gateway_pid.map(|p| p.to_string());
-    let cpu_before = pid.as_deref().and_then(procstat::cpu_seconds);
-    let self_cpu_before = procstat::cpu_seconds("self");
-    let sampler = pid.clone().map(procstat::RssSampler::start);
-
-    let result = load::run(
-        LoadOptions {
-            target,
-            path,
-            rate: args.rate,
-            connections: args.connections,
-            duration: Duration::from_secs_f64(args.duration),
-            drain_timeout: Duration::from_secs_f64(args.drain_timeout),
-            request_timeout: Duration::from_secs_f64(args.request_timeout),
-        },
-        rx,
-    )
-    .await;
-    let _ = producer.join();
-
-    let cpu_after = pid.as_deref().and_then(procstat::cpu_seconds);
-    let self_cpu_after = procstat::cpu_seconds("self");
-    let gateway_ack_p99_le_ms = admin
-        .and_then(|a| AckHistogram::scrape(a, &endpoint.id))
-        .zip(ack_before)
-        .and_then(|(after, before)| after.p99_upper_bound_ms(&before));
-    let rss_peak = sampler.as_ref().map(|s| s.peak_mib());
-    drop(sampler);
-    drop(sink);
-
-    let count = |o: Outcome| result.records.iter().filter(|r| r.outcome == o).count() as u64;
-    let count_kind = |k: Kind| {
-        result
-            .records
-            .iter()
-            .filter(|r| r.kind == k && r.outcome != Outcome::NotSent)
-            .count() as u64
-    };
-    let elapsed = result.elapsed.as_secs_f64().max(1e-9);
-    let successes = result
-        .records
-        .iter()
-        .filter(|r| r.outcome.is_success())
-        .count() as u64;
-    let responses = result
-        .records
-        .iter()
-        .filter(|r| !matches!(r.outcome, Outcome::Error | Outcome::NotSent))
-        .count() as u64;
-    let sent = result
-        .records
-        .iter()
-        .filter(|r| r.outcome != Outcome::NotSent)
-        .count() as u64;
-    let planned = produced.requests.load(Ordering::Relaxed).max(1);
-    let mean_body = produced.bytes.load(Ordering::Relaxed) as f64 / planned as f64;
-    let ms = |h: &Histogram<u64>, q: f64| {
-        if h.is_empty() {
-            0.0
-        } else {
-            h.value_at_quantile(q) as f64 / 1000.0
-        }
-    };
-
-    let verification = match &store {
-        Some((store, before)) => {
-            let v = verify::verify(
-                store,
-                &endpoint.id,
-                &planner.prefix,
-                *before,
-                &result.records,
-            )
-            .await?;
-            store.close().await;
-            Some(v)
-        }
-        None => None,
-    };
-
-    let report = Report {
-        label: args.label.clone(),
-        mode: if args.rate > 0 { "open" } else { "closed" },
-        ceiling: args.ceiling,
-        target: url,
-        endpoint: endpoint.id.clone(),
-        provider: endpoint.provider.id(),
-        store: (!args.ceiling).then(|| crate::config::redact_url(&config.store.url)),
-        rate_target: args.rate,
-        duration_s: args.duration,
-        connections: args.connections,
-        duplicates_share: args.duplicates,
-        body_size: match args.body_size {
-            BodySize::Mixed => "mixed".into(),
-            BodySize::Fixed(n) => n.to_string(),
-        },
-        event_id_prefix: planner.prefix.clone(),
-        elapsed_s: round3(elapsed),
-        achieved_rps: round1(successes as f64 / elapsed),
-        responses_rps: round1(responses as f64 / elapsed),
-        p50_ms: ms(&result.ack_latency, 0.5),
-        p90_ms: ms(&result.ack_latency, 0.9),
-        p99_ms: ms(&result.ack_latency, 0.99),
-        p999_ms: ms(&result.ack_latency, 0.999),
-        max_ms: ms(&result.ack_latency, 1.0),
-        mean_ms: round3(result.ack_latency.mean() / 1000.0),
-        all_p99_ms: ms(&result.all_latency, 0.99),
-        requests: sent,
-        accepted: count(Outcome::Accepted),
-        duplicate: count(Outcome::Duplicate),
-        ignored: count(Outcome::Ignored),
-        other_2xx: count(Outcome::OtherSuccess),
-        rejected_4xx: count(Outcome::Rejected4xx),
-        rate_limited: count(Outcome::RateLimited),
-        unavailable: count(Outcome::Unavailable),
-        errors: count(Outcome::Error),
-        not_sent: result.unfinished,
-        unique_events: count_kind(Kind::Original),
-        sent_resends: count_kind(Kind::Resend),
-        sent_retries: count_kind(Kind::Retry),
-        sent_burst_copies: count_kind(Kind::Burst),
-        mean_body_bytes: round1(mean_body),
-        body_mib_per_s: round3(sent as f64 * mean_body / elapsed / (1024.0 * 1024.0)),
-        gateway_pid: args.gateway_pid,
-        gateway_cpu_seconds: cpu_after.zip(cpu_before).map(|(a, b)| round3(a - b)),
-        gateway_cpu_cores: cpu_after
-            .zip(cpu_before)
-            .map(|(a, b)| round3((a - b) / elapsed)),
-        gateway_rss_peak_mib: rss_peak.map(round1),
-        gateway_vmhwm_mib: pid
-            .as_deref()
-            .and_then(|p| procstat::status_mib(p, "VmHWM"))
-            .map(round1),
-        gateway_vmrss_mib: pid
-            .as_deref()
-            .and_then(|p| procstat::status_mib(p, "VmRSS"))
-            .map(round1),
-        gateway_ack_p99_le_ms,
-        bench_cpu_seconds: self_cpu_after
-            .zip(self_cpu_before)
-            .map(|(a, b)| round3(a - b)),
-        store_verified: verification.as_ref().map(|v| v.store_verified),
-        verification,
-        first_error: result.first_error,
-        machine_cpus: std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1),
-    };
-
-    print!("{}", render(&report));
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(report)
-}
-
-fn round1(v: f64) -> f64 {
-    (v * 10.0).round() / 10.0
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
-
-/// The human-readable report: one `key: value` per line.
-pub fn render(r: &Report) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v}"));
-    let _ = writeln!(
-        out,
-        "target: {}{}",
-        r.target,
-        if r.ceiling { " (ceiling sink)" } else { "" }
-    );
-    let _ = writeln!(
-        out,
-        "mode: {} ({}), {} connections, {}s, duplicates {}, body {} (mean {} bytes)",
-        r.mode,
-        if r.rate_target > 0 {
-            format!("{}/s", r.rate_target)
-        } else {
-            "max throughput".into()
-        },
-        r.connections,
-        r.duration_s,
-        r.duplicates_share,
-        r.body_size,
-        r.mean_body_bytes
-    );
-    let _ = writeln!(out, "elapsed_s: {}", r.elapsed_s);
-    let _ = writeln!(out, "achieved_rps: {}", r.achieved_rps);
-    let _ = writeln!(out, "responses_rps: {}", r.responses_rps);
-    let _ = writeln!(
-        out,
-        "latency_ms (2xx, from intended send time): p50_ms: {} p90_ms: {} p99_ms: {} p999_ms: {} max_ms: {}",
-        r.p50_ms, r.p90_ms, r.p99_ms, r.p999_ms, r.max_ms
-    );
-    let _ = writeln!(
-        out,
-        "requests: {} (unique events {}, re-sends {}, retries {}, burst copies {})",
-        r.requests, r.unique_events, r.sent_resends, r.sent_retries, r.sent_burst_copies
-    );
-    let _ = writeln!(
-        out,
-        "accepted: {} duplicate: {} ignored: {} other_2xx: {} rejected_4xx: {} rate_limited: {} unavailable: {} errors: {} not_sent: {}",
-        r.accepted,
-        r.duplicate,
-        r.ignored,
-        r.other_2xx,
-        r.rejected_4xx,
-        r.rate_limited,
-        r.unavailable,
-        r.errors,
-        r.not_sent
-    );
-    if let Some(e) = &r.first_error {
-        let _ = writeln!(out, "first_error: {e}");
-    }
-    if r.gateway_pid.is_some() {
-        let _ = writeln!(
-            out,
-            "gateway: cpu_seconds: {} cpu_cores: {} rss_peak_mib: {} vmhwm_mib: {} vmrss_mib: {}",
-            opt(r.gateway_cpu_seconds),
-            opt(r.gateway_cpu_cores),
-            opt(r.gateway_rss_peak_mib),
-            opt(r.gateway_vmhwm_mib),
-            opt(r.gateway_vmrss_mib)
-        );
-    }
-    if let Some(p99) = r.gateway_ack_p99_le_ms {
-        let _ = writeln!(
-            out,
-            "gateway_ack_p99_le_ms (the gateway's own histogram, arrival to answer): {p99}"
-        );
-    }
-    let _ = writeln!(out, "bench_cpu_seconds: {}", opt(r.bench_cpu_seconds));
-    match &r.verification {
-        Some(v) => {
-            let _ = writeln!(
-                out,
-                "store: acknowledged_events: {} stored_events: {} missing: {} accepted_twice: {} inconsistent_ids: {} unknown_stored: {} stored_unacknowledged: {} inbox_rows_added: {} waiting_for_processing: {}",
-                v.acknowledged_events,
-                v.stored_events,
-                v.missing,
-                v.accepted_twice,
-                v.inconsistent_ids,
-                v.unknown_stored,
-                v.stored_unacknowledged,
-                v.inbox_rows_added,
-                v.waiting_for_processing
-            );
-            for p in &v.problems {
-                let _ = writeln!(out, "store problem: {p}");
-            }
-            let _ = writeln!(out, "store_verified: {}", v.store_verified);
-        }
-        None => {
-            let _ = writeln!(out, "store_verified: - (ceiling run: no store)");
-        }
-    }
-    out
+    hookgate_bench::run_blocking::<BenchConfig>(args)
 }

@@ -1,6 +1,9 @@
-//! Command-line interface: `serve`, `worker`, `config check`, `send`, `bench`, `events`.
+//! Command-line interface: `serve` (the gateway), `worker` (the background stages alone),
+//! `config check`, `send` (one signed request), `bench` (the load generator, with the default-on
+//! `bench` feature) and `events list` / `show` / `retry` (operator inspection and retry).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod events;
 pub mod send;
@@ -40,6 +43,7 @@ pub enum Command {
     /// Sign a payload exactly as the endpoint's provider would and POST it to the gateway.
     Send(send::SendArgs),
     /// Load-generate signed traffic against a running gateway, then verify its store.
+    #[cfg(feature = "bench")]
     Bench(bench::BenchArgs),
     /// Run the processing workers and the relay alone (no webhook listener; the admin
     /// listener when configured), for split deployments.
@@ -84,6 +88,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 .build()?;
             rt.block_on(send::run(args))
         }
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run_blocking(args),
         Command::Worker { config } => run_gateway(config, Roles::WORKER),
         Command::Events { command } => events::run(command),

@@ -1,4 +1,4 @@
-//! One webhook request, in the ingress order of DESIGN.md §2.
+//! One webhook request, in the ingress order (ARCHITECTURE.md, "One request").
 //!
 //! route → method → HTTPS → flood protection → content type → bounded headers and
 //! Content-Length → signature metadata (headers only) → bounded body read → verify on the raw
@@ -344,8 +344,9 @@ where
 }
 
 /// Object id and version from the endpoint's JSON pointers into the verified body (Standard
-/// Webhooks endpoints, DESIGN.md §6). A configured pointer that finds nothing usable leaves
-/// the field empty (an event without a version skips the gate) rather than refusing the event.
+/// Webhooks endpoints, whose envelope carries neither; the version orders events, since arrival
+/// order is not event order). A configured pointer that finds nothing usable leaves the field
+/// empty (an event without a version skips the gate) rather than refusing the event.
 fn object_from_pointers(
     cfg: &crate::config::EndpointConfig,
     body: &[u8],

@@ -1,5 +1,5 @@
-//! The response table of DESIGN.md §1: every answer the receiver gives, as one enum, so status
-//! codes and JSON bodies are decided in one place. Bodies never echo input.
+//! The response table (`docs/receiving.md`): every answer the receiver gives, as one enum, so
+//! status codes and JSON bodies are decided in one place. Bodies never echo input.
 
 use bytes::Bytes;
 use hookgate_providers::Rejection;

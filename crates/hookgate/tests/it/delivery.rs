@@ -1,4 +1,4 @@
-//! Delivery end to end (DESIGN.md §5 step 3, issue 5): webhooks in over real sockets, workers
+//! Delivery end to end (ARCHITECTURE.md, "One delivery"): webhooks in over real sockets, workers
 //! write one outbox row per destination, the relay delivers to a real HTTP server in this
 //! process (which verifies hookgate's Standard Webhooks signature with an independent
 //! implementation below) and to a real `nats-server -js` started per test.

@@ -3,6 +3,7 @@
 
 mod support;
 
+#[cfg(feature = "bench")]
 mod bench;
 mod cli;
 mod crash;

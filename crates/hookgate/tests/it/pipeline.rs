@@ -1,4 +1,4 @@
-//! Every row of the response table (DESIGN.md §1), from raw bytes over a real socket.
+//! Every row of the response table (`docs/receiving.md`), from raw bytes over a real socket.
 
 use hookgate_core::InboxStatus;
 use hookgate_store::EventFilter;

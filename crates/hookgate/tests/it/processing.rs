@@ -1,7 +1,8 @@
-//! Processing end to end (DESIGN.md §5–§6), on SQLite AND PostgreSQL: webhooks in over real
-//! sockets, workers (`Processor::run_once`, or the pool, or the real binary), the version
-//! gate, the `payments_projection` handler against a local fake of Stripe's REST API, retries
-//! with backoff, FAILED and `hookgate events retry`, and crashes at the worker failpoints.
+//! Processing end to end (ARCHITECTURE.md, "One processed event"), on SQLite AND PostgreSQL:
+//! webhooks in over real sockets, workers (`Processor::run_once`, or the pool, or the real
+//! binary), the version gate, the `payments_projection` handler against a local fake of
+//! Stripe's REST API, retries with backoff, FAILED and `hookgate events retry`, and crashes at
+//! the worker failpoints.
 //!
 //! Each scenario is an `async fn(Backend)`; `both!` makes one test per backend.
 

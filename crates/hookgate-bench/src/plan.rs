@@ -19,7 +19,7 @@ use http::{HeaderMap, HeaderValue};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::config::EndpointConfig;
+use crate::Endpoint;
 
 /// The body-size distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -150,14 +150,14 @@ pub const SEQ_DIGITS: usize = 10;
 
 fn sample_body(provider: ProviderKind) -> &'static str {
     match provider {
-        ProviderKind::Stripe => include_str!("../../../../../examples/events/stripe.json"),
-        ProviderKind::Github => include_str!("../../../../../examples/events/github.json"),
+        ProviderKind::Stripe => include_str!("../../../examples/events/stripe.json"),
+        ProviderKind::Github => include_str!("../../../examples/events/github.json"),
         ProviderKind::StandardWebhooks => {
-            include_str!("../../../../../examples/events/standard_webhooks.json")
+            include_str!("../../../examples/events/standard_webhooks.json")
         }
-        ProviderKind::Svix => include_str!("../../../../../examples/events/svix.json"),
-        ProviderKind::Shopify => include_str!("../../../../../examples/events/shopify.json"),
-        ProviderKind::Slack => include_str!("../../../../../examples/events/slack.json"),
+        ProviderKind::Svix => include_str!("../../../examples/events/svix.json"),
+        ProviderKind::Shopify => include_str!("../../../examples/events/shopify.json"),
+        ProviderKind::Slack => include_str!("../../../examples/events/slack.json"),
     }
 }
 
@@ -171,21 +171,14 @@ fn id_style(provider: ProviderKind) -> &'static str {
 }
 
 impl Planner {
-    pub fn new(endpoint: &EndpointConfig, run_id: &str, host: &str) -> anyhow::Result<Planner> {
+    pub fn new(endpoint: &Endpoint, run_id: &str, host: &str) -> anyhow::Result<Planner> {
         let provider = endpoint.provider;
-        let now = jiff::Timestamp::now().as_second();
-        let secret = endpoint
-            .secrets
-            .iter()
-            .find(|s| s.trusted_at(now))
-            .with_context(|| {
-                format!(
-                    "endpoint {} has no trusted secret to sign with",
-                    endpoint.id
-                )
-            })?
-            .material
-            .clone();
+        let secret = endpoint.signing_secret.clone().with_context(|| {
+            format!(
+                "endpoint {} has no trusted secret to sign with",
+                endpoint.id
+            )
+        })?;
         let prefix = format!("{}hgb{run_id}_", id_style(provider));
         let placeholder = "#".repeat(prefix.len() + SEQ_DIGITS);
 

@@ -60,7 +60,7 @@ pub fn start() -> anyhow::Result<Sink> {
                         let service = service_fn(
                             |request: http::Request<hyper::body::Incoming>| async move {
                                 // Read every byte, keep none (the gateway reads into memory).
-                                let _ = super::load::read_capped(request.into_body(), 0).await;
+                                let _ = crate::load::read_capped(request.into_body(), 0).await;
                                 let mut response =
                                     http::Response::new(Full::new(Bytes::from_static(ANSWER)));
                                 response.headers_mut().insert(

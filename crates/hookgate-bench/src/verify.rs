@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use hookgate_store::SharedStore;
 
-use super::load::{Outcome, Record};
-use super::plan::SEQ_DIGITS;
+use crate::load::{Outcome, Record};
+use crate::plan::SEQ_DIGITS;
 
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Verification {

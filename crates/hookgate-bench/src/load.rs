@@ -18,7 +18,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{Mutex, mpsc};
 
-use super::plan::{Job, Kind};
+use crate::plan::{Job, Kind};
 
 /// What one request came back as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -333,7 +333,7 @@ async fn send(
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// Reads a body, keeping at most `limit` bytes and draining the rest.
-pub(super) async fn read_capped<B>(body: B, limit: usize) -> anyhow::Result<Bytes>
+pub(crate) async fn read_capped<B>(body: B, limit: usize) -> anyhow::Result<Bytes>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: std::error::Error + Send + Sync + 'static,
