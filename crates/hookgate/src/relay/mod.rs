@@ -1,4 +1,4 @@
-//! The outbox relay (DESIGN.md §5, step 3): delivers `PENDING` outbox rows to their
+//! The outbox relay, the delivery stage: delivers `PENDING` outbox rows to their
 //! destinations and records the result.
 //!
 //! One loop per destination, so a destination that is down or slow only ever holds its own

@@ -1,4 +1,5 @@
-//! The business handler interface (DESIGN.md §5).
+//! The business handler interface: `prepare` may do I/O, `apply` is pure (ARCHITECTURE.md,
+//! "One processed event").
 //!
 //! A handler has two halves:
 //!

@@ -1,5 +1,5 @@
-//! Workers: lease due inbox rows, run the endpoint's handlers, commit the outcome
-//! (DESIGN.md §5–§6).
+//! The processing stage: lease due inbox rows, run the endpoint's handlers, commit the outcome
+//! under the version gate (ARCHITECTURE.md, "One processed event").
 //!
 //! For one leased row: decrypt the sealed payload with the runtime keyring (only when the
 //! endpoint has handlers), run every handler's `prepare` (network I/O allowed; no transaction,

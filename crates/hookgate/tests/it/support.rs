@@ -174,10 +174,10 @@ pub(crate) fn signed_headers(
 }
 
 pub(crate) fn vectors_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/providers/vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors");
     assert!(
         dir.is_dir(),
-        "provider vectors not found at {} — the tests need the shared/ folder beside the repository",
+        "provider vectors not found at {} (they live in the repository's testdata/vectors)",
         dir.display()
     );
     dir
