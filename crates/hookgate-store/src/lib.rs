@@ -66,6 +66,28 @@ pub struct NewInboxRow {
     pub matched_secret_version: String,
     /// `Received` for events to process, `Ignored` for types not allowed on the endpoint.
     pub status: InboxStatus,
+    /// For packs whose id and timestamp are both unsigned (`replay_defence = "body_digest"`):
+    /// the keyed digest of the verified body; `None` for every other pack.
+    pub replay_digest: Option<ReplayDigest>,
+}
+
+/// A row's claim on its body: while the claim holds, another row of the same endpoint with
+/// the same digest under another id is a replay ([`Acceptance::ReplaySuspected`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ReplayDigest {
+    /// `hookgate_core::seal::ReplayKey::digest` of the verified body bytes.
+    pub digest: [u8; 32],
+    /// The idempotency window: the claim holds for rows received before
+    /// `received_at_ms + window_ms` of the row that made it.
+    pub window_ms: i64,
+}
+
+impl fmt::Debug for ReplayDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplayDigest")
+            .field("window_ms", &self.window_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for NewInboxRow {
@@ -76,6 +98,7 @@ impl fmt::Debug for NewInboxRow {
             .field("endpoint_id", &self.endpoint_id)
             .field("status", &self.status)
             .field("payload_len", &self.payload.len())
+            .field("replay_digest", &self.replay_digest.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -87,12 +110,30 @@ pub enum Acceptance {
     Accepted { inbox_id: String },
     /// An earlier copy was already committed; its id.
     Duplicate { inbox_id: String },
+    /// Another id, but the same body (its [`ReplayDigest`]) was accepted on this endpoint
+    /// within the window: answered as a duplicate of that first row, no row stored.
+    ReplaySuspected { inbox_id: String },
 }
 
 impl Acceptance {
     pub fn inbox_id(&self) -> &str {
         match self {
-            Acceptance::Accepted { inbox_id } | Acceptance::Duplicate { inbox_id } => inbox_id,
+            Acceptance::Accepted { inbox_id }
+            | Acceptance::Duplicate { inbox_id }
+            | Acceptance::ReplaySuspected { inbox_id } => inbox_id,
+        }
+    }
+
+    /// What a later copy of the same key in the same transaction is answered: a duplicate
+    /// of whatever the first copy found (a replay stays a replay).
+    pub(crate) fn for_later_copy(&self) -> Acceptance {
+        match self {
+            Acceptance::ReplaySuspected { inbox_id } => Acceptance::ReplaySuspected {
+                inbox_id: inbox_id.clone(),
+            },
+            other => Acceptance::Duplicate {
+                inbox_id: other.inbox_id().to_owned(),
+            },
         }
     }
 }
