@@ -13,9 +13,19 @@
 //! payments handler's business table (`payment_state`) is written and read only in each
 //! backend's `payments.rs`.
 //!
-//! Acceptance is one atomic conflict-ignoring insert of the inbox row; a duplicate reads the
-//! existing row's id. Concurrent acceptances share a transaction and a commit (group commit);
-//! each caller is answered only after that commit, and one bad row never fails its batch.
+//! Acceptance takes the rows of one request as a unit ([`InboxStore::accept_request`];
+//! [`InboxStore::accept`] is the unit of one): each row one atomic conflict-ignoring insert
+//! under its own unique key, a duplicate reading the existing row's id. Concurrent requests
+//! share a transaction and a commit (group commit); each caller is answered only after that
+//! commit. A unit is committed whole or not at all: a bad row fails its own request, never
+//! the other requests of its batch.
+//!
+//! Replays of a body under a fresh unsigned id: a row may carry a [`ReplayDigest`] (the
+//! keyed digest of its verified body, `hookgate_core::seal::ReplayKey`, and the idempotency
+//! window). A new key whose body was accepted on the same endpoint within the window is
+//! answered [`Acceptance::ReplaySuspected`] with the first row's id and not stored; the claim
+//! lives in `replay_digests`, written in the acceptance transaction (atomic on both
+//! backends).
 
 use std::fmt;
 
@@ -103,7 +113,7 @@ impl fmt::Debug for NewInboxRow {
     }
 }
 
-/// What the insert under the unique key found.
+/// What the insert under the unique key (and the replay digest) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acceptance {
     /// This request's row was committed.

@@ -41,8 +41,7 @@ pub trait InboxStore: Send + Sync {
     /// for the request: 503), never the other requests committed with it. An empty unit is
     /// `Ok` with no acceptance and touches nothing. A unit counts as its rows towards
     /// `max_batch`, and is never split across transactions.
-    async fn accept_request(&self, rows: Vec<NewInboxRow>)
-    -> Result<Vec<Acceptance>, StoreError>;
+    async fn accept_request(&self, rows: Vec<NewInboxRow>) -> Result<Vec<Acceptance>, StoreError>;
 
     /// [`InboxStore::accept_request`] of a single-event request.
     async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {

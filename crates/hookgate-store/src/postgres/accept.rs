@@ -184,8 +184,10 @@ impl<'a> Batch<'a> {
         order.sort_by(|&a, &b| key_of(flat[a].2).cmp(&key_of(flat[b].2)));
         let mut unique: Vec<&NewInboxRow> = Vec::with_capacity(flat.len());
         let mut arrival = Vec::with_capacity(flat.len());
-        let mut slots: Vec<Vec<(usize, bool)>> =
-            units.iter().map(|rows| vec![(0, true); rows.len()]).collect();
+        let mut slots: Vec<Vec<(usize, bool)>> = units
+            .iter()
+            .map(|rows| vec![(0, true); rows.len()])
+            .collect();
         for &at in &order {
             let (u, i, row) = flat[at];
             match unique.last() {

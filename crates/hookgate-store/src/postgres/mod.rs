@@ -263,10 +263,7 @@ fn finish_read<T>(
 
 #[async_trait::async_trait]
 impl InboxStore for PostgresStore {
-    async fn accept_request(
-        &self,
-        rows: Vec<NewInboxRow>,
-    ) -> Result<Vec<Acceptance>, StoreError> {
+    async fn accept_request(&self, rows: Vec<NewInboxRow>) -> Result<Vec<Acceptance>, StoreError> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
@@ -277,7 +274,9 @@ impl InboxStore for PostgresStore {
             let fut = accept::commit_units(&self.pool, &units, deadline);
             return match tokio::time::timeout(deadline, fut).await {
                 Ok(mut results) => results.pop().unwrap_or_else(|| {
-                    Err(StoreError::CommitUnknown("no result for the request".into()))
+                    Err(StoreError::CommitUnknown(
+                        "no result for the request".into(),
+                    ))
                 }),
                 Err(_) => Err(StoreError::CommitUnknown(
                     "timed out waiting for the commit".into(),

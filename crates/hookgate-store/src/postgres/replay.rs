@@ -55,16 +55,25 @@ pub(super) async fn settle(
     out: &mut [Acceptance],
 ) -> Result<(), Failed> {
     let mut candidates: Vec<usize> = (0..rows.len())
-        .filter(|&i| rows[i].replay_digest.is_some() && matches!(out[i], Acceptance::Accepted { .. }))
+        .filter(|&i| {
+            rows[i].replay_digest.is_some() && matches!(out[i], Acceptance::Accepted { .. })
+        })
         .collect();
     if candidates.is_empty() {
         return Ok(());
     }
     let claim_of = |i: usize| {
-        let digest = rows[i].replay_digest.as_ref().map_or(&[][..], |d| &d.digest[..]);
+        let digest = rows[i]
+            .replay_digest
+            .as_ref()
+            .map_or(&[][..], |d| &d.digest[..]);
         (rows[i].endpoint_id.as_str(), digest)
     };
-    candidates.sort_by(|&a, &b| claim_of(a).cmp(&claim_of(b)).then(arrival[a].cmp(&arrival[b])));
+    candidates.sort_by(|&a, &b| {
+        claim_of(a)
+            .cmp(&claim_of(b))
+            .then(arrival[a].cmp(&arrival[b]))
+    });
     // The first row of each body claims it; `followers` are the rest, by their claimer.
     let mut claimers: Vec<usize> = Vec::new();
     let mut followers: Vec<(usize, usize)> = Vec::new();
@@ -77,12 +86,18 @@ pub(super) async fn settle(
 
     let endpoints: Vec<&str> = claimers.iter().map(|&i| claim_of(i).0).collect();
     let digests: Vec<&[u8]> = claimers.iter().map(|&i| claim_of(i).1).collect();
-    let ids: Vec<&str> = claimers.iter().map(|&i| rows[i].inbox_id.as_str()).collect();
+    let ids: Vec<&str> = claimers
+        .iter()
+        .map(|&i| rows[i].inbox_id.as_str())
+        .collect();
     let received: Vec<i64> = claimers.iter().map(|&i| rows[i].received_at_ms).collect();
     let expires: Vec<i64> = claimers
         .iter()
         .map(|&i| {
-            let window = rows[i].replay_digest.as_ref().map_or(0, |d| d.window_ms.max(0));
+            let window = rows[i]
+                .replay_digest
+                .as_ref()
+                .map_or(0, |d| d.window_ms.max(0));
             rows[i].received_at_ms.saturating_add(window)
         })
         .collect();
@@ -120,7 +135,11 @@ pub(super) async fn settle(
     };
 
     let mut undo: Vec<&str> = Vec::new();
-    for (i, claimer) in lost.iter().map(|&i| (i, i)).chain(followers.iter().copied()) {
+    for (i, claimer) in lost
+        .iter()
+        .map(|&i| (i, i))
+        .chain(followers.iter().copied())
+    {
         out[i] = Acceptance::ReplaySuspected {
             inbox_id: holder_of(claimer)?,
         };

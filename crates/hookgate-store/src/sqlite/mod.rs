@@ -226,10 +226,7 @@ impl SqliteStore {
 
 #[async_trait::async_trait]
 impl InboxStore for SqliteStore {
-    async fn accept_request(
-        &self,
-        rows: Vec<NewInboxRow>,
-    ) -> Result<Vec<Acceptance>, StoreError> {
+    async fn accept_request(&self, rows: Vec<NewInboxRow>) -> Result<Vec<Acceptance>, StoreError> {
         if rows.is_empty() {
             return Ok(Vec::new());
         }

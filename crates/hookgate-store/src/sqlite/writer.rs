@@ -535,13 +535,16 @@ fn claim_digest(
     row: &NewInboxRow,
     replay: &ReplayDigest,
 ) -> rusqlite::Result<Option<String>> {
-    let claimed = conn.prepare_cached(CLAIM_DIGEST_SQL)?.execute(rusqlite::params![
-        row.endpoint_id,
-        &replay.digest[..],
-        row.inbox_id,
-        row.received_at_ms,
-        row.received_at_ms.saturating_add(replay.window_ms.max(0)),
-    ])? == 1;
+    let claimed = conn
+        .prepare_cached(CLAIM_DIGEST_SQL)?
+        .execute(rusqlite::params![
+            row.endpoint_id,
+            &replay.digest[..],
+            row.inbox_id,
+            row.received_at_ms,
+            row.received_at_ms.saturating_add(replay.window_ms.max(0)),
+        ])?
+        == 1;
     if claimed {
         return Ok(None);
     }
@@ -746,6 +749,44 @@ mod tests {
         // The refused row's key is free: a retry with a fresh id lands.
         let out = run(&mut w, vec![row("b", "e2")]);
         assert!(matches!(out[0], Ok(Acceptance::Accepted { .. })));
+    }
+
+    /// A unit with one refused row fails whole (all its rows rolled back, its digest claim
+    /// too) while the units committed in the same transaction land.
+    #[test]
+    fn refused_row_fails_its_unit_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(&dir);
+        run(&mut w, vec![row("a", "e1")]);
+        let mut claimed = row("u1", "e_u1");
+        claimed.replay_digest = Some(ReplayDigest {
+            digest: [5; 32],
+            window_ms: 1_000,
+        });
+        let (before, before_answer) = unit_command(vec![row("b", "e2"), row("c", "e3")]);
+        // "a" again under a new key: the primary key refuses it, in the middle of its unit.
+        let (bad, bad_answer) = unit_command(vec![claimed, row("a", "e_u2"), row("u3", "e_u3")]);
+        let (after, after_answer) = unit_command(vec![row("d", "e4")]);
+        let mut batch = vec![before, bad, after];
+        w.run_batch(&mut batch);
+        let answers: Vec<UnitResult> = [before_answer, bad_answer, after_answer]
+            .into_iter()
+            .map(|mut rx| rx.try_recv().unwrap())
+            .collect();
+        assert_eq!(answers[0].as_ref().unwrap().len(), 2, "{answers:?}");
+        assert!(
+            matches!(answers[1], Err(StoreError::Unavailable(_))),
+            "{answers:?}"
+        );
+        assert_eq!(answers[2].as_ref().unwrap().len(), 1, "{answers:?}");
+        assert_eq!(count(&w), 4, "a, b, c and d; nothing of the refused unit");
+        let claims: i64 = w
+            .conn
+            .as_ref()
+            .unwrap()
+            .query_row("SELECT count(*) FROM replay_digests", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(claims, 0, "the refused unit's claim is rolled back with it");
     }
 
     /// A failing row sends the batch round again with savepoints: the processing command of

@@ -73,7 +73,10 @@ pub async fn request_rows_commit_together(store: Arc<dyn Store>) {
         .map(|id| row("ep-req", id))
         .collect();
     let got = store.accept_request(again).await.unwrap();
-    assert!(got.iter().all(|a| matches!(a, Acceptance::Duplicate { .. })));
+    assert!(
+        got.iter()
+            .all(|a| matches!(a, Acceptance::Duplicate { .. }))
+    );
     assert_eq!(
         ids(&got),
         vec![
@@ -190,7 +193,10 @@ pub async fn refused_row_fails_its_whole_request_only(store: Arc<dyn Store>) {
             })
             .collect::<Vec<_>>()
     );
-    assert_eq!(store.count_inbox().await.unwrap(), neighbour_rows as u64 + 4);
+    assert_eq!(
+        store.count_inbox().await.unwrap(),
+        neighbour_rows as u64 + 4
+    );
     store.close().await;
 }
 
@@ -221,7 +227,11 @@ pub async fn concurrent_copies_of_one_request_one_set_of_rows(store: Arc<dyn Sto
             if let Acceptance::Accepted { inbox_id } = a {
                 assert_eq!(inbox_id, &r.inbox_id);
                 let previous = winners.insert(r.provider_event_id.clone(), inbox_id.clone());
-                assert!(previous.is_none(), "two Accepted for {}", r.provider_event_id);
+                assert!(
+                    previous.is_none(),
+                    "two Accepted for {}",
+                    r.provider_event_id
+                );
             } else {
                 assert!(matches!(a, Acceptance::Duplicate { .. }), "{a:?}");
             }
@@ -258,7 +268,11 @@ pub async fn replayed_body_is_a_duplicate_of_the_first_row(store: Arc<dyn Store>
         }
     );
     assert!(store.get_event(&replay.inbox_id).await.unwrap().is_none());
-    assert_eq!(store.count_inbox().await.unwrap(), 1, "a replay creates no row");
+    assert_eq!(
+        store.count_inbox().await.unwrap(),
+        1,
+        "a replay creates no row"
+    );
 
     // The provider's own retry keeps the id: a duplicate, not a replay.
     let retry = digest_row("ep-gh", "delivery-1", 1, t0 + 2_000);
@@ -330,7 +344,10 @@ pub async fn replayed_body_is_a_duplicate_of_the_first_row(store: Arc<dyn Store>
     );
     assert_eq!(store.count_inbox().await.unwrap(), 7);
     // No work for a replay: only stored rows are ever leased.
-    let leased = store.lease_due("w", now_ms() + 1, 30_000, 100).await.unwrap();
+    let leased = store
+        .lease_due("w", now_ms() + 1, 30_000, 100)
+        .await
+        .unwrap();
     assert_eq!(leased.len(), 7);
     store.close().await;
 }
@@ -364,7 +381,11 @@ pub async fn concurrent_replays_one_row(store: Arc<dyn Store>) {
             Acceptance::Accepted { inbox_id } => {
                 assert_eq!(inbox_id, &r.inbox_id);
                 let previous = winners.insert(r.endpoint_id.clone(), inbox_id.clone());
-                assert!(previous.is_none(), "two rows for one body on {}", r.endpoint_id);
+                assert!(
+                    previous.is_none(),
+                    "two rows for one body on {}",
+                    r.endpoint_id
+                );
             }
             Acceptance::ReplaySuspected { .. } => {}
             other => panic!("unexpected {other:?}"),
