@@ -194,6 +194,43 @@ impl Keyring {
     }
 }
 
+/// The key of the replay digest: a keyed digest of a verified request body, so that a body
+/// replayed under a fresh unsigned id is recognised (`replay_defence = "body_digest"`).
+///
+/// Derived once from configuration and independent of the payload keys: rotating the
+/// payload key must not change the digest of a body already accepted, or a replay right
+/// after a rotation would pass. Keyed (HMAC-SHA256), never a bare hash, so the stored digest
+/// of a guessable body does not reveal it.
+pub struct ReplayKey {
+    key: Zeroizing<[u8; 32]>,
+}
+
+impl fmt::Debug for ReplayKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ReplayKey(..)")
+    }
+}
+
+impl ReplayKey {
+    /// Derives the key from configured secret material (`HMAC-SHA256(secret, label)`); the
+    /// same secret always gives the same key.
+    pub fn derive(secret: &[u8]) -> Self {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("any key length");
+        mac.update(b"hookgate replay digest v1");
+        Self {
+            key: Zeroizing::new(mac.finalize().into_bytes().into()),
+        }
+    }
+
+    /// The digest of the verified body bytes, exactly as received (no header, id or type
+    /// goes into it: a replay under another id or topic has the same digest).
+    pub fn digest(&self, body: &[u8]) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&*self.key).expect("any key length");
+        mac.update(body);
+        mac.finalize().into_bytes().into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +339,20 @@ you only one tip for the future, sunscreen would be it.";
             Keyring::new(3, [(1, Zeroizing::new([1u8; 32]))]).unwrap_err(),
             SealError::ActiveKeyMissing(3)
         );
+    }
+
+    #[test]
+    fn replay_digest_is_keyed_stable_and_independent_of_payload_keys() {
+        let key = ReplayKey::derive(b"configured secret");
+        let again = ReplayKey::derive(b"configured secret");
+        assert_eq!(key.digest(b"{\"a\":1}"), again.digest(b"{\"a\":1}"));
+        assert_ne!(key.digest(b"{\"a\":1}"), key.digest(b"{\"a\":2}"));
+        let other = ReplayKey::derive(b"another secret");
+        assert_ne!(key.digest(b"body"), other.digest(b"body"));
+        // Not a bare hash, and not the payload digest of any payload key.
+        let bare: [u8; 32] = <Sha256 as sha2::Digest>::digest(b"body").into();
+        assert_ne!(key.digest(b"body"), bare);
+        assert_ne!(key.digest(b"body"), ring().digest(b"body"));
+        assert!(!format!("{key:?}").contains("secret"));
     }
 }

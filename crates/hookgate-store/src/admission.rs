@@ -27,11 +27,15 @@ use tokio::sync::oneshot;
 
 use crate::{Acceptance, NewInboxRow, StoreError};
 
-/// One acceptance queued for a batch worker (either backend).
+/// What a queued unit's caller is answered: one acceptance per row, or the unit's error.
+pub(crate) type UnitResult = Result<Vec<Acceptance>, StoreError>;
+
+/// One request's rows, queued for a batch worker (either backend) as one unit: committed
+/// together or not at all.
 pub(crate) struct QueuedAcceptance {
-    pub(crate) row: NewInboxRow,
+    pub(crate) rows: Vec<NewInboxRow>,
     /// Answered only after the batch's commit (or its failure), or `Overloaded` when shed.
-    pub(crate) reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+    pub(crate) reply: oneshot::Sender<UnitResult>,
     /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
     pub(crate) enqueued_at: Instant,
 }
@@ -80,17 +84,17 @@ impl Admission {
         enqueued_at.elapsed() > self.max_wait
     }
 
-    /// A row to queue now, stamped with the time, or `Overloaded` while the gate is closed.
+    /// A unit to queue now, stamped with the time, or `Overloaded` while the gate is closed.
     pub(crate) fn admit(
         &self,
-        row: NewInboxRow,
-        reply: oneshot::Sender<Result<Acceptance, StoreError>>,
+        rows: Vec<NewInboxRow>,
+        reply: oneshot::Sender<UnitResult>,
     ) -> Result<QueuedAcceptance, StoreError> {
         if !self.is_open() {
             return Err(StoreError::Overloaded);
         }
         Ok(QueuedAcceptance {
-            row,
+            rows,
             reply,
             enqueued_at: Instant::now(),
         })

@@ -13,9 +13,19 @@
 //! payments handler's business table (`payment_state`) is written and read only in each
 //! backend's `payments.rs`.
 //!
-//! Acceptance is one atomic conflict-ignoring insert of the inbox row; a duplicate reads the
-//! existing row's id. Concurrent acceptances share a transaction and a commit (group commit);
-//! each caller is answered only after that commit, and one bad row never fails its batch.
+//! Acceptance takes the rows of one request as a unit ([`InboxStore::accept_request`];
+//! [`InboxStore::accept`] is the unit of one): each row one atomic conflict-ignoring insert
+//! under its own unique key, a duplicate reading the existing row's id. Concurrent requests
+//! share a transaction and a commit (group commit); each caller is answered only after that
+//! commit. A unit is committed whole or not at all: a bad row fails its own request, never
+//! the other requests of its batch.
+//!
+//! Replays of a body under a fresh unsigned id: a row may carry a [`ReplayDigest`] (the
+//! keyed digest of its verified body, `hookgate_core::seal::ReplayKey`, and the idempotency
+//! window). A new key whose body was accepted on the same endpoint within the window is
+//! answered [`Acceptance::ReplaySuspected`] with the first row's id and not stored; the claim
+//! lives in `replay_digests`, written in the acceptance transaction (atomic on both
+//! backends).
 
 use std::fmt;
 
@@ -66,6 +76,28 @@ pub struct NewInboxRow {
     pub matched_secret_version: String,
     /// `Received` for events to process, `Ignored` for types not allowed on the endpoint.
     pub status: InboxStatus,
+    /// For packs whose id and timestamp are both unsigned (`replay_defence = "body_digest"`):
+    /// the keyed digest of the verified body; `None` for every other pack.
+    pub replay_digest: Option<ReplayDigest>,
+}
+
+/// A row's claim on its body: while the claim holds, another row of the same endpoint with
+/// the same digest under another id is a replay ([`Acceptance::ReplaySuspected`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ReplayDigest {
+    /// `hookgate_core::seal::ReplayKey::digest` of the verified body bytes.
+    pub digest: [u8; 32],
+    /// The idempotency window: the claim holds for rows received before
+    /// `received_at_ms + window_ms` of the row that made it.
+    pub window_ms: i64,
+}
+
+impl fmt::Debug for ReplayDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplayDigest")
+            .field("window_ms", &self.window_ms)
+            .finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for NewInboxRow {
@@ -76,23 +108,42 @@ impl fmt::Debug for NewInboxRow {
             .field("endpoint_id", &self.endpoint_id)
             .field("status", &self.status)
             .field("payload_len", &self.payload.len())
+            .field("replay_digest", &self.replay_digest.is_some())
             .finish_non_exhaustive()
     }
 }
 
-/// What the insert under the unique key found.
+/// What the insert under the unique key (and the replay digest) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acceptance {
     /// This request's row was committed.
     Accepted { inbox_id: String },
     /// An earlier copy was already committed; its id.
     Duplicate { inbox_id: String },
+    /// Another id, but the same body (its [`ReplayDigest`]) was accepted on this endpoint
+    /// within the window: answered as a duplicate of that first row, no row stored.
+    ReplaySuspected { inbox_id: String },
 }
 
 impl Acceptance {
     pub fn inbox_id(&self) -> &str {
         match self {
-            Acceptance::Accepted { inbox_id } | Acceptance::Duplicate { inbox_id } => inbox_id,
+            Acceptance::Accepted { inbox_id }
+            | Acceptance::Duplicate { inbox_id }
+            | Acceptance::ReplaySuspected { inbox_id } => inbox_id,
+        }
+    }
+
+    /// What a later copy of the same key in the same transaction is answered: a duplicate
+    /// of whatever the first copy found (a replay stays a replay).
+    pub(crate) fn for_later_copy(&self) -> Acceptance {
+        match self {
+            Acceptance::ReplaySuspected { inbox_id } => Acceptance::ReplaySuspected {
+                inbox_id: inbox_id.clone(),
+            },
+            other => Acceptance::Duplicate {
+                inbox_id: other.inbox_id().to_owned(),
+            },
         }
     }
 }

@@ -25,9 +25,34 @@ use crate::{Acceptance, Backlog, EventFilter, InboxRecord, NewInboxRow, StoreErr
 /// probes, and what shutdown calls.
 #[async_trait::async_trait]
 pub trait InboxStore: Send + Sync {
-    /// Inserts the row under `UNIQUE(provider, endpoint_id, provider_event_id)` and commits
-    /// durably before returning. On conflict, returns the existing row's id.
-    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError>;
+    /// Accepts the rows of ONE request (a batch: a SendGrid array, Adyen notification items)
+    /// as one unit, in the same group commit as other requests' rows, and returns after the
+    /// commit: one [`Acceptance`] per row, in order, or an error and none of them stored.
+    ///
+    /// Each row is inserted under `UNIQUE(provider, endpoint_id, provider_event_id)`; a key
+    /// already stored (by another request, or earlier in this one) is `Duplicate` with the
+    /// stored row's id. Then, for a row with a [`crate::ReplayDigest`] whose key is new: if a
+    /// row of the same endpoint with the same digest was received within its window, the row
+    /// is not stored and is `ReplaySuspected` with that first row's id; otherwise it is stored
+    /// and claims the digest. Key and digest checks are atomic with the insert: concurrent
+    /// copies (of a key or of a body) give exactly one row.
+    ///
+    /// A row the database refuses fails its whole unit (every row rolled back, the same error
+    /// for the request: 503), never the other requests committed with it. An empty unit is
+    /// `Ok` with no acceptance and touches nothing. A unit counts as its rows towards
+    /// `max_batch`, and is never split across transactions.
+    async fn accept_request(&self, rows: Vec<NewInboxRow>) -> Result<Vec<Acceptance>, StoreError>;
+
+    /// [`InboxStore::accept_request`] of a single-event request.
+    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {
+        let mut acceptances = self.accept_request(vec![row]).await?;
+        match (acceptances.pop(), acceptances.is_empty()) {
+            (Some(acceptance), true) => Ok(acceptance),
+            _ => Err(StoreError::Corrupt(
+                "acceptance of one row did not give one answer".into(),
+            )),
+        }
+    }
 
     /// Whether an acceptance would be admitted to the commit queue now: `false` while the
     /// queue holds more than `max_queue_wait` of work. Cheap; the ingress checks it before

@@ -1,23 +1,26 @@
 //! Acceptance on PostgreSQL: group commit of conflict-ignoring inserts.
 //!
-//! Concurrent `accept` calls queue [`QueuedAcceptance`]s on a bounded channel (full → `Overloaded`).
-//! Each of several batch workers takes whatever is queued (up to `max_batch`, no waiting for
+//! Concurrent `accept_request` calls queue [`QueuedAcceptance`]s (one request's rows, a
+//! unit) on a bounded channel (full → `Overloaded`). Each of several batch workers takes
+//! whatever is queued (up to `max_batch` rows, a unit counting as its rows, no waiting for
 //! more), so one slow commit does not serialise everything: while one worker commits, the
 //! next one collects. A batch is:
 //!
-//! 1. sorted by `(provider, endpoint_id, provider_event_id)` — every batch of every instance
-//!    takes its unique-index locks in one order, so two batches cannot deadlock on each other;
+//! 1. flattened and sorted by `(provider, endpoint_id, provider_event_id)` — every batch of
+//!    every instance takes its unique-index locks in one order, so two batches cannot
+//!    deadlock on each other;
 //! 2. deduplicated: later copies of a key inside the batch are duplicates of the first;
 //! 3. one transaction: one multi-row `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING
 //!    RETURNING` key; keys not returned were committed by someone else (another instance, or
 //!    a batch of this one a moment ago) and their ids are read back in the same transaction;
-//!    then COMMIT, and only then is each caller answered.
+//!    rows with a replay digest then claim it (`replay.rs`), and suspected replays are
+//!    deleted again; then COMMIT, and only then is each caller answered.
 //!
 //! The transaction is the shared retrying one (`tx.rs`): deadlock / serialization failures
 //! retry the whole batch, a connection failure before COMMIT is `Unavailable` and a failure
 //! during COMMIT (or a timeout there) `CommitUnknown`. A row the database refuses makes
-//! the batch statement fail; the batch is then split in halves, recursively, until the bad
-//! row stands alone and fails alone while its neighbours commit.
+//! the batch statement fail; the batch is then split in halves by units, recursively, until
+//! the bad unit stands alone and fails alone (all its rows) while its neighbours commit.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,8 +32,9 @@ use deadpool_postgres::{Pool, Transaction};
 use tokio::sync::{Mutex, mpsc};
 
 use super::error::Failure;
+use super::replay;
 use super::tx::{Failed, RetryableWrite, with_transaction};
-use crate::admission::{Admission, QueuedAcceptance};
+use crate::admission::{Admission, QueuedAcceptance, UnitResult};
 use crate::{Acceptance, NewInboxRow, StoreError};
 
 const INSERT_SQL: &str = "\
@@ -87,10 +91,15 @@ pub(super) async fn worker(
                     job
                 }
             };
+            // A unit counts as its rows; one larger than `max_batch` commits on its own.
+            let mut rows = first.rows.len();
             let mut jobs = vec![first];
-            while jobs.len() < max_batch {
+            while rows < max_batch {
                 match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
+                    Ok(job) => {
+                        rows += job.rows.len();
+                        jobs.push(job);
+                    }
                     Err(_) => break,
                 }
             }
@@ -107,86 +116,116 @@ pub(super) async fn worker(
         if jobs.is_empty() {
             continue;
         }
-        let rows: Vec<&NewInboxRow> = jobs.iter().map(|j| &j.row).collect();
-        let results = commit_rows(&pool, &rows, op_timeout).await;
+        let units: Vec<&[NewInboxRow]> = jobs.iter().map(|j| j.rows.as_slice()).collect();
+        let results = commit_units(&pool, &units, op_timeout).await;
         for (job, result) in jobs.into_iter().zip(results) {
             let _ = job.reply.send(result);
         }
     }
 }
 
-/// Commits `rows` (any order, duplicates allowed) as a group; results in the same order.
-pub(super) async fn commit_rows(
-    pool: &Pool,
-    rows: &[&NewInboxRow],
-    op_timeout: Duration,
-) -> Vec<Result<Acceptance, StoreError>> {
-    // Stable sort by key: among equal keys, the earliest arrival comes first.
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&a, &b| key_of(rows[a]).cmp(&key_of(rows[b])));
-    let mut unique: Vec<&NewInboxRow> = Vec::with_capacity(rows.len());
-    // For each input row: (position in `unique`, whether it is that key's first copy).
-    let mut slot = vec![(0usize, true); rows.len()];
-    for &i in &order {
-        match unique.last() {
-            Some(last) if key_of(last) == key_of(rows[i]) => slot[i] = (unique.len() - 1, false),
-            _ => {
-                unique.push(rows[i]);
-                slot[i] = (unique.len() - 1, true);
-            }
-        }
-    }
-    let results = insert_sorted(pool, &unique, op_timeout).await;
-    slot.iter()
-        .map(|&(u, first)| match (&results[u], first) {
-            (Ok(a), true) => Ok(a.clone()),
-            (Ok(a), false) => Ok(Acceptance::Duplicate {
-                inbox_id: a.inbox_id().to_owned(),
-            }),
-            (Err(e), _) => Err(e.clone()),
-        })
-        .collect()
-}
-
 type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Inserts distinct, sorted rows; a refused batch is bisected until the bad rows stand alone.
-fn insert_sorted<'a>(
+/// Commits `units` (each the rows of one request, any order, duplicates allowed) in one
+/// transaction; one result per unit, in the same order. A refused batch is bisected by
+/// units until the bad units stand alone (a unit is never split: its rows fail together).
+pub(super) fn commit_units<'a>(
     pool: &'a Pool,
-    rows: &'a [&'a NewInboxRow],
+    units: &'a [&'a [NewInboxRow]],
     op_timeout: Duration,
-) -> BoxFut<'a, Vec<Result<Acceptance, StoreError>>> {
+) -> BoxFut<'a, Vec<UnitResult>> {
     Box::pin(async move {
-        if rows.is_empty() {
+        if units.is_empty() {
             return Vec::new();
         }
-        let batch = Batch { rows };
+        let batch = Batch::new(units);
         match with_transaction(pool, op_timeout, &batch).await {
-            Ok(accepted) => accepted.into_iter().map(Ok).collect(),
-            Err(Failed::Db(Failure::Rejected(msg))) if rows.len() == 1 => {
-                tracing::warn!(error = %msg, "postgres accept: row refused, isolated");
+            Ok(accepted) => batch.answers(&accepted),
+            Err(Failed::Db(Failure::Rejected(msg))) if units.len() == 1 => {
+                tracing::warn!(rows = units[0].len(), error = %msg, "postgres accept: unit refused, isolated");
                 vec![Err(StoreError::Unavailable(msg))]
             }
             Err(Failed::Db(Failure::Rejected(msg))) => {
-                tracing::warn!(rows = rows.len(), error = %msg, "postgres accept: batch refused, splitting");
-                let (left, right) = rows.split_at(rows.len() / 2);
-                let mut out = insert_sorted(pool, left, op_timeout).await;
-                out.extend(insert_sorted(pool, right, op_timeout).await);
+                tracing::warn!(units = units.len(), error = %msg, "postgres accept: batch refused, splitting");
+                let (left, right) = units.split_at(units.len() / 2);
+                let mut out = commit_units(pool, left, op_timeout).await;
+                out.extend(commit_units(pool, right, op_timeout).await);
                 out
             }
-            Err(e) => all_fail(rows.len(), &e.into_store_error()),
+            Err(e) => {
+                let err = e.into_store_error();
+                units.iter().map(|_| Err(err.clone())).collect()
+            }
         }
     })
 }
 
-fn all_fail(n: usize, err: &StoreError) -> Vec<Result<Acceptance, StoreError>> {
-    (0..n).map(|_| Err(err.clone())).collect()
+/// One transaction's rows: the units flattened, sorted by key (every batch of every
+/// instance takes its unique-index locks in one order, so two batches cannot deadlock on
+/// each other) and deduplicated (later copies of a key are answered from the first).
+struct Batch<'a> {
+    /// Distinct keys in key order; each its first copy by arrival.
+    unique: Vec<&'a NewInboxRow>,
+    /// Arrival position of each `unique` row (which of two same bodies came first).
+    arrival: Vec<usize>,
+    /// Per unit, per row: its position in `unique` and whether it is that key's first copy.
+    slots: Vec<Vec<(usize, bool)>>,
 }
 
-/// One batch's transaction: insert, read back the ids of conflicts (before COMMIT, which
-/// [`with_transaction`] runs).
-struct Batch<'a> {
-    rows: &'a [&'a NewInboxRow],
+impl<'a> Batch<'a> {
+    fn new(units: &'a [&'a [NewInboxRow]]) -> Self {
+        let flat: Vec<(usize, usize, &NewInboxRow)> = units
+            .iter()
+            .enumerate()
+            .flat_map(|(u, rows)| rows.iter().enumerate().map(move |(i, row)| (u, i, row)))
+            .collect();
+        // Stable sort by key: among equal keys, the earliest arrival comes first.
+        let mut order: Vec<usize> = (0..flat.len()).collect();
+        order.sort_by(|&a, &b| key_of(flat[a].2).cmp(&key_of(flat[b].2)));
+        let mut unique: Vec<&NewInboxRow> = Vec::with_capacity(flat.len());
+        let mut arrival = Vec::with_capacity(flat.len());
+        let mut slots: Vec<Vec<(usize, bool)>> = units
+            .iter()
+            .map(|rows| vec![(0, true); rows.len()])
+            .collect();
+        for &at in &order {
+            let (u, i, row) = flat[at];
+            match unique.last() {
+                Some(last) if key_of(last) == key_of(row) => {
+                    slots[u][i] = (unique.len() - 1, false);
+                }
+                _ => {
+                    unique.push(row);
+                    arrival.push(at);
+                    slots[u][i] = (unique.len() - 1, true);
+                }
+            }
+        }
+        Self {
+            unique,
+            arrival,
+            slots,
+        }
+    }
+
+    /// Each unit's answers from the acceptances of the distinct rows.
+    fn answers(&self, accepted: &[Acceptance]) -> Vec<UnitResult> {
+        self.slots
+            .iter()
+            .map(|unit| {
+                Ok(unit
+                    .iter()
+                    .map(|&(u, first)| {
+                        if first {
+                            accepted[u].clone()
+                        } else {
+                            accepted[u].for_later_copy()
+                        }
+                    })
+                    .collect())
+            })
+            .collect()
+    }
 }
 
 impl RetryableWrite for Batch<'_> {
@@ -194,7 +233,16 @@ impl RetryableWrite for Batch<'_> {
     const LABEL: &'static str = "accept";
 
     async fn run(&self, tx: &Transaction<'_>) -> Result<Vec<Acceptance>, Failed> {
-        insert_in(tx, self.rows).await
+        let mut out = insert_in(tx, &self.unique).await?;
+        replay::settle(tx, &self.unique, &self.arrival, &mut out).await?;
+        // Right before COMMIT, as in the SQLite writer.
+        hookgate_core::fail_point!(
+            "store.commit",
+            return Err(Failed::Db(Failure::Fail(StoreError::CommitUnknown(
+                "failpoint store.commit".into()
+            ))))
+        );
+        Ok(out)
     }
 }
 
@@ -301,12 +349,5 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
         }
     }
 
-    // Right before COMMIT, as in the SQLite writer.
-    hookgate_core::fail_point!(
-        "store.commit",
-        return Err(Failed::Db(Failure::Fail(StoreError::CommitUnknown(
-            "failpoint store.commit".into()
-        ))))
-    );
     Ok(out)
 }

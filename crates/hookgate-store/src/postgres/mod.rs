@@ -8,7 +8,8 @@
 //! `statement_timeout` and, with a schema option, its `search_path`.
 //!
 //! Code map: `mod.rs` (this file) opens the pool and implements [`InboxStore`]; `accept.rs`
-//! is group commit with several concurrent batch workers; `tx.rs` the retrying write
+//! is group commit with several concurrent batch workers; `replay.rs` the digest claims of
+//! an acceptance batch (replays of a body under a fresh unsigned id); `tx.rs` the retrying write
 //! transaction that acceptance, processing and the outbox all run in; `processing.rs` and
 //! `outbox.rs` the [`crate::ProcessingStore`] and [`crate::OutboxStore`] impls; `read.rs`
 //! the one read helper and the [`crate::InspectStore`] impl; `payments.rs` the payments
@@ -22,6 +23,7 @@ mod outbox;
 mod payments;
 mod processing;
 mod read;
+mod replay;
 mod schema;
 mod tx;
 
@@ -261,15 +263,20 @@ fn finish_read<T>(
 
 #[async_trait::async_trait]
 impl InboxStore for PostgresStore {
-    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {
+    async fn accept_request(&self, rows: Vec<NewInboxRow>) -> Result<Vec<Acceptance>, StoreError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let deadline = self.options.request_timeout;
         if !self.options.group_commit.enabled {
             // One transaction per request (for measurement).
-            let rows = [&row];
-            let fut = accept::commit_rows(&self.pool, &rows, deadline);
+            let units = [rows.as_slice()];
+            let fut = accept::commit_units(&self.pool, &units, deadline);
             return match tokio::time::timeout(deadline, fut).await {
                 Ok(mut results) => results.pop().unwrap_or_else(|| {
-                    Err(StoreError::CommitUnknown("no result for the row".into()))
+                    Err(StoreError::CommitUnknown(
+                        "no result for the request".into(),
+                    ))
                 }),
                 Err(_) => Err(StoreError::CommitUnknown(
                     "timed out waiting for the commit".into(),
@@ -281,7 +288,7 @@ impl InboxStore for PostgresStore {
             .ok_or_else(|| StoreError::Unavailable("store is closed".into()))?;
         let (reply, answer) = oneshot::channel();
         // More than `max_queue_wait` of queued work, or a full queue: shed (503, retried).
-        let job = self.admission.admit(row, reply)?;
+        let job = self.admission.admit(rows, reply)?;
         match sender.try_send(job) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => return Err(StoreError::Overloaded),

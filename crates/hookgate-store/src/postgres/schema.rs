@@ -26,6 +26,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../migrations/postgres/0005_hot_lease.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_replay_digests.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -226,7 +226,10 @@ impl SqliteStore {
 
 #[async_trait::async_trait]
 impl InboxStore for SqliteStore {
-    async fn accept(&self, row: NewInboxRow) -> Result<Acceptance, StoreError> {
+    async fn accept_request(&self, rows: Vec<NewInboxRow>) -> Result<Vec<Acceptance>, StoreError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let (reply, answer) = oneshot::channel();
         {
             let sender = self.sender.lock().unwrap_or_else(PoisonError::into_inner);
@@ -235,7 +238,7 @@ impl InboxStore for SqliteStore {
             };
             // Never block the runtime: more than `max_queue_wait` of queued work, or a full
             // queue, sheds the request (503, provider retries).
-            let job = self.admission.admit(row, reply)?;
+            let job = self.admission.admit(rows, reply)?;
             match sender.try_send(Command::Accept(job)) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => return Err(StoreError::Overloaded),

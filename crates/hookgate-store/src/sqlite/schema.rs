@@ -22,6 +22,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         4,
         include_str!("../../migrations/sqlite/0004_payload_table.sql"),
     ),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_replay_digests.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -89,7 +93,7 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
@@ -208,7 +212,7 @@ mod tests {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, latest_version());
         let inbox_has_payload: i64 = conn
             .query_row(
                 "SELECT count(*) FROM pragma_table_info('inbox') WHERE name = 'payload'",
@@ -231,6 +235,112 @@ mod tests {
             })
             .unwrap();
         assert_eq!(orphans, 0);
+    }
+
+    /// A database written at schema version 4 (the release before the replay digests), with
+    /// rows in it, opens at version 5: every row intact and readable, the old keys still
+    /// duplicates, and the replay defence working on new rows.
+    #[tokio::test]
+    async fn version_4_database_upgrades_with_rows_intact_and_replays_caught() {
+        use crate::{
+            Acceptance, GroupCommitOptions, InboxStore, InspectStore, NewInboxRow, ReplayDigest,
+            SqliteStore,
+        };
+        use hookgate_core::{InboxStatus, Outcome};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v4.db");
+        {
+            let mut conn = super::super::open_write_connection(&path).unwrap();
+            assert_eq!(migrate_to(&mut conn, 4).unwrap(), vec![1, 2, 3, 4]);
+            for (id, status, outcome) in [
+                ("waiting", "RECEIVED", None),
+                ("done", "PROCESSED", Some("applied")),
+            ] {
+                conn.execute(
+                    "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
+                         event_type, received_at, payload_key_version, payload_digest, \
+                         matched_secret_version, status, outcome, next_attempt_at) \
+                     VALUES (?1, 'github', 'ep', ?1, 'push', 1000, 3, x'0102', 'v1', ?2, ?3, \
+                         1000)",
+                    rusqlite::params![id, status, outcome],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)",
+                    rusqlite::params![id, format!("sealed {id}").into_bytes()],
+                )
+                .unwrap();
+            }
+        }
+
+        let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+        for id in ["waiting", "done"] {
+            let rec = store.get_event(id).await.unwrap().expect(id);
+            assert_eq!(rec.payload, Some(format!("sealed {id}").into_bytes()));
+            assert_eq!(rec.payload_key_version, 3);
+            assert_eq!(rec.payload_digest, vec![1, 2]);
+            assert_eq!(rec.event_type.as_deref(), Some("push"));
+        }
+        let done = store.get_event("done").await.unwrap().unwrap();
+        assert_eq!(
+            (done.status, done.outcome),
+            (InboxStatus::Processed, Some(Outcome::Applied))
+        );
+
+        let new_row = |inbox_id: &str, event_id: &str| NewInboxRow {
+            inbox_id: inbox_id.into(),
+            provider: "github".into(),
+            endpoint_id: "ep".into(),
+            provider_event_id: event_id.into(),
+            event_type: Some("push".into()),
+            object_id: None,
+            object_version: None,
+            provider_created_at: None,
+            received_at_ms: 5_000,
+            payload: b"sealed".to_vec(),
+            payload_key_version: 3,
+            payload_digest: vec![0; 32],
+            matched_secret_version: "v1".into(),
+            status: InboxStatus::Received,
+            replay_digest: Some(ReplayDigest {
+                digest: [4; 32],
+                window_ms: 60_000,
+            }),
+        };
+        assert_eq!(
+            store.accept(new_row("again", "done")).await.unwrap(),
+            Acceptance::Duplicate {
+                inbox_id: "done".into()
+            }
+        );
+        assert_eq!(
+            store.accept(new_row("first", "d1")).await.unwrap(),
+            Acceptance::Accepted {
+                inbox_id: "first".into()
+            }
+        );
+        assert_eq!(
+            store.accept(new_row("replay", "d2")).await.unwrap(),
+            Acceptance::ReplaySuspected {
+                inbox_id: "first".into()
+            }
+        );
+        assert_eq!(store.count_inbox().await.unwrap(), 3);
+        store.close().await;
+        drop(store);
+
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 5);
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
     }
 
     #[test]

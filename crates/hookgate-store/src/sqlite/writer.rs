@@ -8,15 +8,22 @@
 //!
 //! ```text
 //! BEGIN IMMEDIATE
-//!   per row: INSERT .. ON CONFLICT (unique key) DO NOTHING;
-//!            a row inserted -> INSERT its sealed payload into inbox_payload (Accepted);
+//!   per unit (one request's rows), per row, in order:
+//!            INSERT .. ON CONFLICT (unique key) DO NOTHING;
 //!            nothing inserted -> SELECT the existing row's id (Duplicate);
-//!   a statement failed -> ROLLBACK, BEGIN IMMEDIATE, and the rows again, each under a
-//!            SAVEPOINT this time: a failing row is rolled back to its savepoint (both
-//!            inserts) and alone gets the error
+//!            inserted, with a replay digest -> claim (endpoint, digest) in replay_digests
+//!              unless a live claim holds it; held -> DELETE the row again (ReplaySuspected,
+//!              the claimant's id);
+//!            inserted (and kept) -> INSERT its sealed payload into inbox_payload (Accepted);
+//!   a statement failed -> ROLLBACK, BEGIN IMMEDIATE, and the units again, each under a
+//!            SAVEPOINT this time: a failing unit is rolled back to its savepoint (every
+//!            row of it) and alone gets the error
 //!   then the processing commands, each under its own savepoint
 //! COMMIT   (synchronous=FULL: one fsync for the whole batch)
 //! ```
+//!
+//! A unit counts as its rows towards `max_batch` and is never split across transactions;
+//! the single writer makes the key and digest checks atomic with the inserts.
 //!
 //! The first pass takes no savepoints because a savepoint makes SQLite copy every page a row
 //! touches into its sub-journal first (measured: ~5 % of the writer's time); nothing of the
@@ -44,8 +51,8 @@ use rusqlite::Connection;
 use super::checkpoint::CheckpointSignal;
 use super::error::{from_sqlite, is_environmental};
 use super::open_write_connection;
-use crate::admission::{Admission, QueuedAcceptance};
-use crate::{Acceptance, GroupCommitOptions, NewInboxRow, StoreError};
+use crate::admission::{Admission, QueuedAcceptance, UnitResult};
+use crate::{Acceptance, GroupCommitOptions, NewInboxRow, ReplayDigest, StoreError};
 
 /// What the writer thread is asked to do.
 // Acceptances are the hot path: kept inline (no allocation per request); the rarer
@@ -58,6 +65,16 @@ pub(super) enum Command {
     /// the batch transaction and returns how to answer its caller once the commit's outcome is
     /// known. Dropped unrun (its caller sees the writer gone) only when no connection opens.
     Exec(ExecFn),
+}
+
+impl Command {
+    /// What the command counts towards `max_batch`: a unit its rows, a command one.
+    fn rows(&self) -> usize {
+        match self {
+            Command::Accept(job) => job.rows.len().max(1),
+            Command::Exec(_) => 1,
+        }
+    }
 }
 
 pub(super) type ExecFn = Box<dyn FnOnce(&Connection) -> Executed + Send>;
@@ -81,6 +98,20 @@ const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, pr
 const INSERT_PAYLOAD_SQL: &str = "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)";
 
 const EXISTING_SQL: &str = "SELECT inbox_id FROM inbox WHERE provider = ?1 AND endpoint_id = ?2 AND provider_event_id = ?3";
+
+/// Claims a body's digest for a new row, unless a claim that has not expired holds it
+/// (schema version 5). One row changed = claimed.
+const CLAIM_DIGEST_SQL: &str = "INSERT INTO replay_digests (endpoint_id, digest, inbox_id, \
+     received_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5) \
+     ON CONFLICT (endpoint_id, digest) DO UPDATE SET inbox_id = excluded.inbox_id, \
+     received_at = excluded.received_at, expires_at = excluded.expires_at \
+     WHERE replay_digests.expires_at <= excluded.received_at";
+
+const CLAIMANT_SQL: &str =
+    "SELECT inbox_id FROM replay_digests WHERE endpoint_id = ?1 AND digest = ?2";
+
+/// Takes back a row inserted a moment ago in this transaction (a suspected replay).
+const UNDO_INSERT_SQL: &str = "DELETE FROM inbox WHERE inbox_id = ?1";
 
 /// Counters the writer keeps for [`super::SqliteStore::commit_stats`].
 #[derive(Debug, Default)]
@@ -136,6 +167,7 @@ impl Writer {
         };
         let mut batch = Vec::with_capacity(max_batch);
         // `recv` keeps returning queued commands after the last sender is gone, so close drains.
+        // A unit counts as its rows; one larger than `max_batch` has a transaction of its own.
         loop {
             let first = match rx.try_recv() {
                 Ok(command) => command,
@@ -148,10 +180,10 @@ impl Writer {
                 }
                 Err(TryRecvError::Disconnected) => break,
             };
-            self.take(&mut batch, first);
-            while batch.len() < max_batch {
+            let mut rows = self.take(&mut batch, first);
+            while rows < max_batch {
                 match rx.try_recv() {
-                    Ok(command) => self.take(&mut batch, command),
+                    Ok(command) => rows += self.take(&mut batch, command),
                     Err(_) => break,
                 }
             }
@@ -170,15 +202,18 @@ impl Writer {
 
     /// Adds a dequeued command to the batch, unless it is an acceptance that already waited
     /// longer than `max_queue_wait`: that one is answered `Overloaded` without being written.
-    fn take(&self, batch: &mut Vec<Command>, command: Command) {
-        match command {
-            Command::Accept(job) => {
-                if let Some(job) = self.admission.keep_unless_expired(job) {
-                    batch.push(Command::Accept(job));
-                }
-            }
-            exec @ Command::Exec(_) => batch.push(exec),
-        }
+    /// Returns what it added towards `max_batch` (see [`Command::rows`]).
+    fn take(&self, batch: &mut Vec<Command>, command: Command) -> usize {
+        let command = match command {
+            Command::Accept(job) => match self.admission.keep_unless_expired(job) {
+                Some(job) => Command::Accept(job),
+                None => return 0,
+            },
+            exec @ Command::Exec(_) => exec,
+        };
+        let rows = command.rows();
+        batch.push(command);
+        rows
     }
 
     /// Runs one group-commit transaction over `batch` and answers everything in it.
@@ -190,7 +225,7 @@ impl Writer {
             let payload_bytes = batch
                 .iter()
                 .map(|command| match command {
-                    Command::Accept(job) => job.row.payload.len() as u64,
+                    Command::Accept(job) => job.rows.iter().map(|r| r.payload.len() as u64).sum(),
                     Command::Exec(_) => 0,
                 })
                 .sum();
@@ -261,7 +296,7 @@ impl Writer {
             tracing::debug!(error = %err, "sqlite accept: a row failed; batch again with savepoints");
             broken |= is_environmental(&err);
             begin_again(conn)?;
-            accept_all(conn, batch, Isolation::SavepointPerRow)
+            accept_all(conn, batch, Isolation::SavepointPerUnit)
         });
         let mut results = accepted.unwrap_or_else(|err| {
             broken |= is_environmental(&err);
@@ -357,7 +392,7 @@ impl Writer {
 
 /// What became of one command of a batch, before the commit's outcome is applied.
 enum Outcome {
-    Accept(Result<Acceptance, StoreError>),
+    Accept(UnitResult),
     Exec(Box<dyn FnOnce(Option<StoreError>) + Send>),
     /// The batch stopped before this command ran.
     NotRun(StoreError),
@@ -386,17 +421,18 @@ fn begin_again(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("BEGIN IMMEDIATE")
 }
 
-/// How [`accept_all`] keeps one row's failure from the others.
+/// How [`accept_all`] keeps one unit's failure from the others.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Isolation {
     /// No savepoints: any failing statement fails the pass, and the caller starts over.
     None,
-    /// Each row under its own savepoint: a failing row is rolled back alone and gets the error.
-    SavepointPerRow,
+    /// Each unit under its own savepoint: a failing unit is rolled back alone (all its rows)
+    /// and gets the error.
+    SavepointPerUnit,
 }
 
-/// Inserts every acceptance of `batch` inside the open transaction. Returns one slot per
-/// command: the acceptance's outcome, `None` for processing commands (run afterwards).
+/// Inserts every acceptance unit of `batch` inside the open transaction. Returns one slot
+/// per command: the unit's outcome, `None` for processing commands (run afterwards).
 /// `Err` means the pass stopped: with [`Isolation::None`], at the first failing statement;
 /// with savepoints, only when the transaction itself was lost.
 fn accept_all(
@@ -411,21 +447,21 @@ fn accept_all(
             continue;
         };
         if isolation == Isolation::None {
-            results.push(Some(Outcome::Accept(Ok(insert_one(conn, &job.row)?))));
+            results.push(Some(Outcome::Accept(Ok(insert_unit(conn, &job.rows)?))));
             continue;
         }
-        conn.prepare_cached("SAVEPOINT accept_row")?.execute([])?;
-        match insert_one(conn, &job.row) {
-            Ok(acceptance) => {
-                conn.prepare_cached("RELEASE accept_row")?.execute([])?;
-                results.push(Some(Outcome::Accept(Ok(acceptance))));
+        conn.prepare_cached("SAVEPOINT accept_unit")?.execute([])?;
+        match insert_unit(conn, &job.rows) {
+            Ok(acceptances) => {
+                conn.prepare_cached("RELEASE accept_unit")?.execute([])?;
+                results.push(Some(Outcome::Accept(Ok(acceptances))));
             }
             Err(err) => {
-                tracing::warn!(error = %err, "sqlite accept: row failed, isolated");
+                tracing::warn!(error = %err, rows = job.rows.len(), "sqlite accept: unit failed, isolated");
                 if conn.is_autocommit() {
                     return Err(err);
                 }
-                conn.execute_batch("ROLLBACK TO accept_row; RELEASE accept_row")?;
+                conn.execute_batch("ROLLBACK TO accept_unit; RELEASE accept_unit")?;
                 results.push(Some(Outcome::Accept(Err(from_sqlite(err)))));
             }
         }
@@ -437,8 +473,14 @@ fn unreachable_executed() -> Executed {
     unreachable!("a command runs once")
 }
 
-/// One row inside the batch transaction: its inbox row and, when new, its payload. On error
-/// the caller rolls back what it wrote (to the row's savepoint, or the whole transaction).
+/// The rows of one unit, in order; the first error stops it (the caller rolls back all of it).
+fn insert_unit(conn: &Connection, rows: &[NewInboxRow]) -> rusqlite::Result<Vec<Acceptance>> {
+    rows.iter().map(|row| insert_one(conn, row)).collect()
+}
+
+/// One row inside the batch transaction: its inbox row, its digest claim and, when new and
+/// kept, its payload. On error the caller rolls back what it wrote (to the unit's
+/// savepoint, or the whole transaction).
 fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptance> {
     // Rows to process are due at once; ignored rows are never claimed.
     let next_attempt_at = match row.status {
@@ -463,22 +505,52 @@ fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptan
         row.status.as_str(),
         next_attempt_at,
     ])? == 1;
-    let acceptance = if inserted {
-        // Only a row inserted now gets a payload: a duplicate keeps the first copy's.
-        conn.prepare_cached(INSERT_PAYLOAD_SQL)?
-            .execute(rusqlite::params![row.inbox_id, row.payload])?;
-        Acceptance::Accepted {
-            inbox_id: row.inbox_id.clone(),
-        }
-    } else {
-        // The unique key is already taken, possibly by an earlier row of this batch.
+    if !inserted {
+        // The unique key is already taken, possibly by an earlier row of this batch. A key
+        // already stored wins over the digest: a retry of the same id is a plain duplicate.
         let inbox_id: String = conn.prepare_cached(EXISTING_SQL)?.query_row(
             (&row.provider, &row.endpoint_id, &row.provider_event_id),
             |r| r.get(0),
         )?;
-        Acceptance::Duplicate { inbox_id }
-    };
-    Ok(acceptance)
+        return Ok(Acceptance::Duplicate { inbox_id });
+    }
+    if let Some(replay) = &row.replay_digest
+        && let Some(first) = claim_digest(conn, row, replay)?
+    {
+        conn.prepare_cached(UNDO_INSERT_SQL)?
+            .execute([&row.inbox_id])?;
+        return Ok(Acceptance::ReplaySuspected { inbox_id: first });
+    }
+    // Only a row inserted (and kept) now gets a payload: a duplicate keeps the first copy's.
+    conn.prepare_cached(INSERT_PAYLOAD_SQL)?
+        .execute(rusqlite::params![row.inbox_id, row.payload])?;
+    Ok(Acceptance::Accepted {
+        inbox_id: row.inbox_id.clone(),
+    })
+}
+
+/// Claims `replay` for `row`: `None` when claimed, else the id of the row whose claim holds.
+fn claim_digest(
+    conn: &Connection,
+    row: &NewInboxRow,
+    replay: &ReplayDigest,
+) -> rusqlite::Result<Option<String>> {
+    let claimed = conn
+        .prepare_cached(CLAIM_DIGEST_SQL)?
+        .execute(rusqlite::params![
+            row.endpoint_id,
+            &replay.digest[..],
+            row.inbox_id,
+            row.received_at_ms,
+            row.received_at_ms.saturating_add(replay.window_ms.max(0)),
+        ])?
+        == 1;
+    if claimed {
+        return Ok(None);
+    }
+    conn.prepare_cached(CLAIMANT_SQL)?
+        .query_row((&row.endpoint_id, &replay.digest[..]), |r| r.get(0))
+        .map(Some)
 }
 
 #[cfg(test)]
@@ -505,6 +577,7 @@ mod tests {
             payload_digest: vec![9; 32],
             matched_secret_version: "v1".into(),
             status: InboxStatus::Received,
+            replay_digest: None,
         }
     }
 
@@ -522,26 +595,39 @@ mod tests {
         )
     }
 
-    type Answer = oneshot::Receiver<Result<Acceptance, StoreError>>;
+    type Answer = oneshot::Receiver<UnitResult>;
 
-    /// An acceptance of `row` queued now, and where its answer arrives.
-    fn accept_command(row: NewInboxRow) -> (Command, Answer) {
+    /// An acceptance unit of `rows` queued now, and where its answer arrives.
+    fn unit_command(rows: Vec<NewInboxRow>) -> (Command, Answer) {
         let (reply, rx) = oneshot::channel();
         let command = Command::Accept(QueuedAcceptance {
-            row,
+            rows,
             reply,
             enqueued_at: Instant::now(),
         });
         (command, rx)
     }
 
-    /// Runs one batch and returns the answers in order.
+    /// The answer of a unit of one row.
+    fn single(answer: UnitResult) -> Result<Acceptance, StoreError> {
+        answer.map(|mut acceptances| {
+            assert_eq!(acceptances.len(), 1);
+            acceptances.pop().unwrap()
+        })
+    }
+
+    /// An acceptance of `row` queued now, and where its answer arrives.
+    fn accept_command(row: NewInboxRow) -> (Command, Answer) {
+        unit_command(vec![row])
+    }
+
+    /// Runs one batch of single-row units and returns the answers in order.
     fn run(w: &mut Writer, rows: Vec<NewInboxRow>) -> Vec<Result<Acceptance, StoreError>> {
         let (mut batch, rxs): (Vec<Command>, Vec<Answer>) =
             rows.into_iter().map(accept_command).unzip();
         w.run_batch(&mut batch);
         rxs.into_iter()
-            .map(|mut rx| rx.try_recv().expect("answered"))
+            .map(|mut rx| single(rx.try_recv().expect("answered")))
             .collect()
     }
 
@@ -586,7 +672,7 @@ mod tests {
         w.take(
             &mut batch,
             Command::Accept(QueuedAcceptance {
-                row: row("stale", "e_stale"),
+                rows: vec![row("stale", "e_stale")],
                 reply,
                 enqueued_at: stale,
             }),
@@ -665,6 +751,44 @@ mod tests {
         assert!(matches!(out[0], Ok(Acceptance::Accepted { .. })));
     }
 
+    /// A unit with one refused row fails whole (all its rows rolled back, its digest claim
+    /// too) while the units committed in the same transaction land.
+    #[test]
+    fn refused_row_fails_its_unit_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(&dir);
+        run(&mut w, vec![row("a", "e1")]);
+        let mut claimed = row("u1", "e_u1");
+        claimed.replay_digest = Some(ReplayDigest {
+            digest: [5; 32],
+            window_ms: 1_000,
+        });
+        let (before, before_answer) = unit_command(vec![row("b", "e2"), row("c", "e3")]);
+        // "a" again under a new key: the primary key refuses it, in the middle of its unit.
+        let (bad, bad_answer) = unit_command(vec![claimed, row("a", "e_u2"), row("u3", "e_u3")]);
+        let (after, after_answer) = unit_command(vec![row("d", "e4")]);
+        let mut batch = vec![before, bad, after];
+        w.run_batch(&mut batch);
+        let answers: Vec<UnitResult> = [before_answer, bad_answer, after_answer]
+            .into_iter()
+            .map(|mut rx| rx.try_recv().unwrap())
+            .collect();
+        assert_eq!(answers[0].as_ref().unwrap().len(), 2, "{answers:?}");
+        assert!(
+            matches!(answers[1], Err(StoreError::Unavailable(_))),
+            "{answers:?}"
+        );
+        assert_eq!(answers[2].as_ref().unwrap().len(), 1, "{answers:?}");
+        assert_eq!(count(&w), 4, "a, b, c and d; nothing of the refused unit");
+        let claims: i64 = w
+            .conn
+            .as_ref()
+            .unwrap()
+            .query_row("SELECT count(*) FROM replay_digests", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(claims, 0, "the refused unit's claim is rolled back with it");
+    }
+
     /// A failing row sends the batch round again with savepoints: the processing command of
     /// the batch runs once, in the transaction that commits, beside the rows that succeed.
     #[test]
@@ -691,7 +815,7 @@ mod tests {
         w.run_batch(&mut batch);
         let out: Vec<_> = rxs
             .into_iter()
-            .map(|mut rx| rx.try_recv().unwrap())
+            .map(|mut rx| single(rx.try_recv().unwrap()))
             .collect();
         assert!(matches!(out[0], Ok(Acceptance::Accepted { .. })), "{out:?}");
         assert!(matches!(out[1], Err(StoreError::Unavailable(_))), "{out:?}");
@@ -820,7 +944,7 @@ mod tests {
         w.run_batch(&mut batch);
         assert_eq!(w.counters.transactions.load(Ordering::Relaxed), before + 1);
         assert!(matches!(
-            accepted.try_recv().unwrap(),
+            single(accepted.try_recv().unwrap()),
             Ok(Acceptance::Accepted { .. })
         ));
         assert_eq!(done.try_recv().unwrap(), None);

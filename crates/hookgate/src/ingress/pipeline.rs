@@ -215,6 +215,7 @@ where
         payload_digest: digest.to_vec(),
         matched_secret_version: matched_version.to_owned(),
         status,
+        replay_digest: None,
     };
     let commit_started = Instant::now();
     let result = state.store.accept(row).await;
@@ -225,7 +226,9 @@ where
         Ok(acceptance) => {
             hookgate_core::fail_point!("ingress.after_commit_before_response");
             match acceptance {
-                Acceptance::Duplicate { inbox_id } => Answer::Duplicate { id: inbox_id },
+                Acceptance::Duplicate { inbox_id } | Acceptance::ReplaySuspected { inbox_id } => {
+                    Answer::Duplicate { id: inbox_id }
+                }
                 Acceptance::Accepted { inbox_id } if status == InboxStatus::Ignored => {
                     Answer::Ignored { id: inbox_id }
                 }

@@ -33,6 +33,8 @@ mod processing;
 pub use processing::*;
 mod outbox;
 pub use outbox::*;
+mod batch;
+pub use batch::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -99,6 +101,11 @@ macro_rules! conformance_tests {
             outbox_reschedules_fails_and_retries_only_failed,
             concurrent_delivery_leases_never_share_a_row,
             stale_event_gets_no_outbox_row,
+            request_rows_commit_together,
+            refused_row_fails_its_whole_request_only,
+            concurrent_copies_of_one_request_one_set_of_rows,
+            replayed_body_is_a_duplicate_of_the_first_row,
+            concurrent_replays_one_row,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
@@ -148,6 +155,7 @@ pub fn row_for(provider: &str, endpoint_id: &str, event_id: &str) -> NewInboxRow
         payload_digest: vec![0xAB; 32],
         matched_secret_version: "v1".to_owned(),
         status: InboxStatus::Received,
+        replay_digest: None,
     }
 }
 
@@ -464,6 +472,7 @@ pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
         payload_digest: (0..32).collect(),
         matched_secret_version: "2024-05-rotation".to_owned(),
         status: InboxStatus::Received,
+        replay_digest: None,
     };
     store.accept(full.clone()).await.unwrap();
     let got = store
