@@ -49,14 +49,27 @@
 
 use std::sync::OnceLock;
 
+mod api;
 mod compile;
+mod docs;
 mod engine;
+mod extract;
+mod primitives;
+mod schemes;
+mod sign;
 mod spec;
+mod syntax;
+
+pub use api::{
+    Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
+    SignTarget, SignedDelivery, check_public_url,
+};
+pub use docs::render_providers_markdown;
 
 pub use spec::{
-    EchoJsonSpec, EchoWithDigestSpec, EventIdSpec, EventTypeSpec, HandshakeAnswerSpec,
-    HandshakeSpec, KeyValueFormatSpec, PackSpec, PlainFormatSpec, SignatureFormatSpec,
-    SignatureSpec, TimestampSpec, VersionedListFormatSpec,
+    AnswerSpec, BatchSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec,
+    EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, KeyValueFormatSpec, OptionSpec, PackSpec,
+    PlainFormatSpec, SignatureFormatSpec, SignatureSpec, TimestampSpec, VersionedListFormatSpec,
 };
 
 /// A pack that failed to parse or validate: the field path and what is wrong. Never carries
@@ -74,19 +87,68 @@ impl PackError {
     }
 }
 
-/// The code scheme that executes a pack. Public-key and field-selecting schemes are further
-/// variants when they are implemented.
+/// The code scheme that executes a pack: each is small, named by what it does, and selected
+/// by the pack's `scheme`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     /// HMAC over a signed-bytes template.
     Hmac,
+    /// Ed25519 over a signed-bytes template, verified with a configured public key.
+    Ed25519,
+    /// ECDSA P-256 / SHA-256 (DER signature) over a template, with a configured SPKI key.
+    EcdsaP256,
+    /// RSA PKCS#1 v1.5 / SHA-256 over a template, with the public key of a configured (pinned)
+    /// certificate; never one fetched from a URL the request names.
+    RsaSha256Certificate,
+    /// A shared token in a header, compared in constant time (authenticates nothing else).
+    SharedToken,
+    /// HMAC over the endpoint URL followed by the sorted form parameters (name + value); a
+    /// non-form body is bound by its hex SHA-256 in a signed query parameter.
+    UrlParamsHmac,
+    /// HMAC over selected fields of a signed object (each item of a batch, or an object
+    /// embedded in the body), the signature read from the object itself; without such an
+    /// object, HMAC over the raw body with the signature in a header.
+    FieldsHmac,
 }
 
 impl Scheme {
+    pub const ALL: &'static [Scheme] = &[
+        Scheme::Hmac,
+        Scheme::Ed25519,
+        Scheme::EcdsaP256,
+        Scheme::RsaSha256Certificate,
+        Scheme::SharedToken,
+        Scheme::UrlParamsHmac,
+        Scheme::FieldsHmac,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scheme::Hmac => "hmac",
+            Scheme::Ed25519 => "ed25519",
+            Scheme::EcdsaP256 => "ecdsa_p256",
+            Scheme::RsaSha256Certificate => "rsa_sha256_certificate",
+            Scheme::SharedToken => "shared_token",
+            Scheme::UrlParamsHmac => "url_params_hmac",
+            Scheme::FieldsHmac => "fields_hmac",
         }
+    }
+
+    /// Whether the configured secret both signs and verifies (so `sign` can produce
+    /// deliveries from it).
+    pub fn shared_secret(self) -> bool {
+        !matches!(
+            self,
+            Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate
+        )
+    }
+
+    /// Whether the signed bytes follow the pack's `signature.signed` template.
+    pub(crate) fn uses_template(self) -> bool {
+        matches!(
+            self,
+            Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate
+        )
     }
 }
 
@@ -116,11 +178,33 @@ pub enum RetriesKeepId {
     Unknown,
 }
 
+impl RetriesKeepId {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetriesKeepId::Yes => "yes",
+            RetriesKeepId::No => "no",
+            RetriesKeepId::Unknown => "unknown",
+        }
+    }
+}
+
 /// How replays of a captured request under a fresh unsigned id are recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayDefence {
     /// A keyed digest of the verified body, remembered for the idempotency window.
     BodyDigest,
+    /// A signed one-time value ([`Delivery::Events`]`.replay_key`): a reuse answers
+    /// `duplicate` of the row it first created (Mailgun's token).
+    SignedToken,
+}
+
+impl ReplayDefence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayDefence::BodyDigest => "body_digest",
+            ReplayDefence::SignedToken => "signed_token",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +213,9 @@ pub(crate) enum SecretFormat {
     WhsecBase64,
     Hex,
     Base64,
+    Ed25519PublicHex,
+    P256SpkiDerBase64,
+    X509Pem,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +230,8 @@ pub(crate) enum Encoding {
     Hex,
     Base64,
     Base64Url,
+    /// The header text itself (shared tokens).
+    Text,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +259,8 @@ pub(crate) enum Location {
     },
     /// An item of a `key_value` signature header.
     SignatureParam(&'static str),
+    /// A parameter of the request's raw query string (percent-decoded).
+    Query(&'static str),
 }
 
 /// One piece of the signed bytes.
@@ -180,6 +271,12 @@ pub(crate) enum Part {
     Timestamp,
     Id,
     Header(&'static str),
+    /// The endpoint's `public_url` (its query replaced by the request's raw query, if any).
+    Url,
+    /// A per-endpoint option's value.
+    Option(&'static str),
+    /// The CRC-32 of the body as an unsigned decimal (PayPal).
+    BodyCrc32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,20 +328,76 @@ pub(crate) enum HandshakeAnswer {
         echo_field: &'static str,
         digest_field: &'static str,
     },
+    Constant {
+        status: u16,
+        content_type: Option<&'static str>,
+        body: &'static str,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HandshakeRule {
+    pub(crate) method: http::Method,
     pub(crate) when: Location,
     pub(crate) equals: &'static str,
-    pub(crate) challenge: &'static str,
+    pub(crate) also_present: Vec<Location>,
+    pub(crate) challenge: Option<&'static str>,
     pub(crate) answer: HandshakeAnswer,
 }
 
-/// A compiled pack: the [`crate::Adapter`] for one provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AnswerRule {
+    pub(crate) when_present: Option<Location>,
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<&'static str>,
+    pub(crate) body: &'static str,
+    pub(crate) body_option: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionFormat {
+    Text,
+    Json,
+}
+
+/// An option a pack reads from the endpoint's `options = { … }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionRule {
+    pub name: &'static str,
+    pub required: bool,
+    pub format: OptionFormat,
+    pub description: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BatchRule {
+    pub(crate) items: &'static str,
+    pub(crate) item: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldsRule {
+    pub(crate) fields: Vec<&'static str>,
+    pub(crate) separator: &'static str,
+    pub(crate) signature: &'static str,
+    pub(crate) object: Vec<&'static str>,
+}
+
+/// A compiled pack: everything the engine needs to receive one provider's webhooks.
 #[derive(Debug)]
-pub struct PackAdapter {
+pub struct Pack {
     id: &'static str,
+    vectors: u32,
+    notes: Option<String>,
+    options: Vec<OptionRule>,
+    batch: Option<BatchRule>,
+    answers: Vec<AnswerRule>,
+    replay_key: Vec<Location>,
+    fields: Option<FieldsRule>,
+    algorithm_header: Option<&'static str>,
+    body_hash_param: Option<&'static str>,
+    id_fallback_signature: bool,
+    methods: Vec<http::Method>,
     display_name: &'static str,
     scheme: Scheme,
     evidence: Evidence,
@@ -274,7 +427,36 @@ pub struct PackAdapter {
     duplicate_checked_headers: &'static [&'static str],
 }
 
-impl PackAdapter {
+/// The former name of [`Pack`] (when packs implemented the transitional [`crate::Adapter`]).
+pub type PackAdapter = Pack;
+
+impl Pack {
+    /// The provider id used in configuration (the vector file's name).
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+    /// The `Content-Type` that `sign` sends.
+    pub fn send_content_type(&self) -> &'static str {
+        self.send_content_type
+    }
+    pub fn vectors(&self) -> u32 {
+        self.vectors
+    }
+    pub fn notes(&self) -> Option<&str> {
+        self.notes.as_deref()
+    }
+    /// The options this pack reads from an endpoint's `options`.
+    pub fn options(&self) -> &[OptionRule] {
+        &self.options
+    }
+    /// Whether the signed bytes include the endpoint URL (`public_url` is then required).
+    pub fn needs_public_url(&self) -> bool {
+        self.scheme == Scheme::UrlParamsHmac || self.template.contains(&Part::Url)
+    }
+    /// Whether one request may carry several events.
+    pub fn batched(&self) -> bool {
+        self.batch.is_some()
+    }
     pub fn display_name(&self) -> &'static str {
         self.display_name
     }
@@ -306,7 +488,7 @@ impl PackAdapter {
     }
     /// Whether `sign` can produce deliveries (a shared secret signs and verifies).
     pub fn has_shared_secret(&self) -> bool {
-        matches!(self.scheme, Scheme::Hmac)
+        self.scheme.shared_secret()
     }
 }
 
@@ -334,10 +516,18 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
     ("sentry", include_str!("../../packs/sentry.json")),
     ("twitch", include_str!("../../packs/twitch.json")),
     ("zoom", include_str!("../../packs/zoom.json")),
+    ("adyen", include_str!("../../packs/adyen.json")),
+    ("discord", include_str!("../../packs/discord.json")),
+    ("gitlab", include_str!("../../packs/gitlab.json")),
+    ("mailgun", include_str!("../../packs/mailgun.json")),
+    ("paypal", include_str!("../../packs/paypal.json")),
+    ("sendgrid", include_str!("../../packs/sendgrid.json")),
+    ("square", include_str!("../../packs/square.json")),
+    ("twilio", include_str!("../../packs/twilio.json")),
 ];
 
 /// Parses and compiles one built-in pack file (tests compile every one of them).
-pub fn compile_builtin(id: &str) -> Option<Result<PackAdapter, PackError>> {
+pub fn compile_builtin(id: &str) -> Option<Result<Pack, PackError>> {
     let (_, text) = BUILTIN_FILES.iter().find(|(file, _)| *file == id)?;
     let label = format!("packs.{id}");
     Some(PackSpec::from_json(&label, text).and_then(|spec| {
@@ -353,8 +543,8 @@ pub fn compile_builtin(id: &str) -> Option<Result<PackAdapter, PackError>> {
 }
 
 /// Every built-in pack, compiled once per process.
-pub fn builtin_packs() -> &'static [PackAdapter] {
-    static PACKS: OnceLock<Vec<PackAdapter>> = OnceLock::new();
+pub fn builtin_packs() -> &'static [Pack] {
+    static PACKS: OnceLock<Vec<Pack>> = OnceLock::new();
     PACKS.get_or_init(|| {
         BUILTIN_FILES
             .iter()
@@ -369,6 +559,6 @@ pub fn builtin_packs() -> &'static [PackAdapter] {
 }
 
 /// The built-in pack with this id.
-pub fn builtin(id: &str) -> Option<&'static PackAdapter> {
+pub fn builtin(id: &str) -> Option<&'static Pack> {
     builtin_packs().iter().find(|p| p.id == id)
 }
