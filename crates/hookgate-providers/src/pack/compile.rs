@@ -9,13 +9,12 @@
 
 use super::spec::PackSpec;
 use super::syntax::{
-    Paths, header_name, header_names, id_rule, keep, keep_all, location, locations, non_empty,
-    pick, signature_format, status, template, timestamp_rule,
+    Paths, answer_rules, batch_rule, header_name, header_names, id_rule, keep, keep_all, locations,
+    non_empty, option_rules, pick, signature_format, template, timestamp_rule,
 };
 use super::{
-    Algorithm, AnswerRule, BatchRule, Encoding, Evidence, FieldsRule, IdRule, Location,
-    OptionFormat, OptionRule, Pack, PackError, Part, ReplayDefence, RetriesKeepId, Scheme,
-    SecretFormat, SignatureFormat,
+    Algorithm, Encoding, Evidence, FieldsRule, IdRule, Location, Pack, PackError, Part,
+    ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat,
 };
 
 /// What the signature of a scheme covers, to check the pack's `signed` flags.
@@ -258,33 +257,7 @@ impl PackSpec {
             }
             (None, false) => Vec::new(),
         };
-        let option_rules = self
-            .options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let f = |n: &str| format!("options[{i}].{n}");
-                let name_ok = !o.name.is_empty()
-                    && o.name
-                        .chars()
-                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-                if !name_ok {
-                    return Err(paths.err(&f("name"), format!("{:?} is not lower_snake", o.name)));
-                }
-                Ok(OptionRule {
-                    name: keep(&o.name),
-                    required: o.required,
-                    format: pick(
-                        paths,
-                        &f("format"),
-                        "option format",
-                        &o.format,
-                        &[("text", OptionFormat::Text), ("json", OptionFormat::Json)],
-                    )?,
-                    description: non_empty(paths, &f("description"), &o.description)?,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let option_rules = option_rules(paths, self)?;
         for part in &parts {
             if let Part::Option(name) = part
                 && !option_rules.iter().any(|o| o.name == *name && o.required)
@@ -546,50 +519,8 @@ impl PackSpec {
             .as_deref()
             .map(|f| non_empty(paths, "form_payload_field", f))
             .transpose()?;
-        let batch = self
-            .batch
-            .as_ref()
-            .map(|b| {
-                let pointer_ok = |p: &str| p.is_empty() || p.starts_with('/');
-                if !pointer_ok(&b.items) {
-                    return Err(paths.err("batch.items", "a JSON pointer (\"\" = the body)"));
-                }
-                if b.item.as_deref().is_some_and(|p| !p.starts_with('/')) {
-                    return Err(paths.err("batch.item", "a JSON pointer starting with \"/\""));
-                }
-                Ok(BatchRule {
-                    items: keep(&b.items),
-                    item: b.item.as_deref().map(keep),
-                })
-            })
-            .transpose()?;
-        let answers = self
-            .answers
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let f = |n: &str| format!("answers[{i}].{n}");
-                if let Some(name) = &a.body_option
-                    && !option_rules.iter().any(|o| o.name == name)
-                {
-                    return Err(paths.err(
-                        &f("body_option"),
-                        format!("{name:?} is not one of the pack's options"),
-                    ));
-                }
-                Ok(AnswerRule {
-                    when_present: a
-                        .when_present
-                        .as_deref()
-                        .map(|l| location(paths, &f("when_present"), l))
-                        .transpose()?,
-                    status: status(paths, &f("status"), a.status)?,
-                    content_type: a.content_type.as_deref().map(keep),
-                    body: keep(&a.body),
-                    body_option: a.body_option.as_deref().map(keep),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let batch = batch_rule(paths, self)?;
+        let answers = answer_rules(paths, self, &option_rules)?;
 
         let needs_replay_defence = !id_signed && timestamp.is_none();
         let replay_defence = match &self.replay_defence {

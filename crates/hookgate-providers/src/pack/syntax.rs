@@ -6,11 +6,11 @@
 use http::HeaderName;
 
 use super::spec::{
-    EventIdSpec, HandshakeAnswerSpec, HandshakeSpec, SignatureFormatSpec, TimestampSpec,
+    EventIdSpec, HandshakeAnswerSpec, HandshakeSpec, PackSpec, SignatureFormatSpec, TimestampSpec,
 };
 use super::{
-    HandshakeAnswer, HandshakeRule, IdRule, Location, PackError, Part, SignatureFormat, TimeFormat,
-    TimestampRule, Window,
+    AnswerRule, BatchRule, HandshakeAnswer, HandshakeRule, IdRule, Location, OptionFormat,
+    OptionRule, PackError, Part, SignatureFormat, TimeFormat, TimestampRule, Window,
 };
 
 pub(crate) fn keep(text: &str) -> &'static str {
@@ -422,4 +422,88 @@ pub(crate) fn status(paths: &Paths, field: &str, status: u16) -> Result<u16, Pac
     } else {
         Err(paths.err(field, format!("{status} is not a 2xx status")))
     }
+}
+
+/// The options a pack declares.
+pub(crate) fn option_rules(paths: &Paths, spec: &PackSpec) -> Result<Vec<OptionRule>, PackError> {
+    spec.options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let f = |n: &str| format!("options[{i}].{n}");
+            let name_ok = !o.name.is_empty()
+                && o.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if !name_ok {
+                return Err(paths.err(&f("name"), format!("{:?} is not lower_snake", o.name)));
+            }
+            Ok(OptionRule {
+                name: keep(&o.name),
+                required: o.required,
+                format: pick(
+                    paths,
+                    &f("format"),
+                    "option format",
+                    &o.format,
+                    &[("text", OptionFormat::Text), ("json", OptionFormat::Json)],
+                )?,
+                description: non_empty(paths, &f("description"), &o.description)?,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+}
+
+/// Where a batch's items live.
+pub(crate) fn batch_rule(paths: &Paths, spec: &PackSpec) -> Result<Option<BatchRule>, PackError> {
+    spec.batch
+        .as_ref()
+        .map(|b| {
+            let pointer_ok = |p: &str| p.is_empty() || p.starts_with('/');
+            if !pointer_ok(&b.items) {
+                return Err(paths.err("batch.items", "a JSON pointer (\"\" = the body)"));
+            }
+            if b.item.as_deref().is_some_and(|p| !p.starts_with('/')) {
+                return Err(paths.err("batch.item", "a JSON pointer starting with \"/\""));
+            }
+            Ok(BatchRule {
+                items: keep(&b.items),
+                item: b.item.as_deref().map(keep),
+            })
+        })
+        .transpose()
+}
+
+/// The provider-required answers to accepted events.
+pub(crate) fn answer_rules(
+    paths: &Paths,
+    spec: &PackSpec,
+    option_rules: &[OptionRule],
+) -> Result<Vec<AnswerRule>, PackError> {
+    spec.answers
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let f = |n: &str| format!("answers[{i}].{n}");
+            if let Some(name) = &a.body_option
+                && !option_rules.iter().any(|o| o.name == name)
+            {
+                return Err(paths.err(
+                    &f("body_option"),
+                    format!("{name:?} is not one of the pack's options"),
+                ));
+            }
+            Ok(AnswerRule {
+                when_present: a
+                    .when_present
+                    .as_deref()
+                    .map(|l| location(paths, &f("when_present"), l))
+                    .transpose()?,
+                status: status(paths, &f("status"), a.status)?,
+                content_type: a.content_type.as_deref().map(keep),
+                body: keep(&a.body),
+                body_option: a.body_option.as_deref().map(keep),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
 }
