@@ -1087,6 +1087,36 @@ fn bad_packs_fail_with_the_field_named() {
             r#""Linear Signature""#,
             r#"packs.linear.signature.headers[0]: "Linear Signature" is not a valid header name"#,
         ),
+        (
+            r#""scheme": "hmac""#,
+            r#""scheme": "fields_hmac""#,
+            "packs.linear.signature.signed: the fields_hmac scheme builds its own signed bytes",
+        ),
+        (
+            r#""scheme": "hmac""#,
+            r#""scheme": "url_params_hmac""#,
+            "packs.linear.signature.signed: the url_params_hmac scheme builds its own signed bytes",
+        ),
+        (
+            r#""secret_format": "utf8""#,
+            r#""secret_format": "utf8", "answers": [{"status": 500}]"#,
+            "packs.linear.answers[0].status: 500 is not a 2xx status",
+        ),
+        (
+            r#""secret_format": "utf8""#,
+            r#""secret_format": "utf8", "options": [{"name": "Webhook-Id", "format": "text", "description": "d"}]"#,
+            r#"packs.linear.options[0].name: "Webhook-Id" is not lower_snake"#,
+        ),
+        (
+            r#""secret_format": "utf8""#,
+            r#""secret_format": "utf8", "answers": [{"status": 200, "body_option": "reply"}]"#,
+            r#"packs.linear.answers[0].body_option: "reply" is not one of the pack's options"#,
+        ),
+        (
+            r#""retries_keep_id": "unknown""#,
+            r#""retries_keep_id": "unknown", "fallback": "hash""#,
+            r#"packs.linear.event_id.fallback: unknown fallback "hash" (expected signature)"#,
+        ),
     ];
     for (from, to, want) in cases {
         assert!(GOOD.contains(from), "{from}");
@@ -1157,4 +1187,69 @@ fn every_builtin_pack_compiles_and_describes_itself() {
             "twilio"
         ]
     );
+}
+
+#[test]
+fn public_key_packs_sign_with_the_private_key() {
+    use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
+    let now = 1_767_225_600;
+    let rng = ring::rand::SystemRandom::new();
+    let p256 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
+    let cases = [
+        (
+            "discord",
+            "07".repeat(32),
+            r#"{"id":"i1","type":2,"token":"t","data":{"name":"x"}}"#,
+            vec!["i1"],
+        ),
+        (
+            "sendgrid",
+            base64::engine::general_purpose::STANDARD.encode(p256.as_ref()),
+            r#"[{"sg_event_id":"e1","event":"x"},{"sg_event_id":"e2","event":"y"}]"#,
+            vec!["e1", "e2"],
+        ),
+    ];
+    for (id, private, body, ids) in cases {
+        let pack = pack(id);
+        assert!(!pack.has_shared_secret());
+        let key = pack.decode_signing_key(&private).unwrap();
+        let public = key.public_key_text().unwrap();
+        let request = SignRequest {
+            event_id: "unused",
+            event_type: None,
+            timestamp: now - 2,
+            body: body.as_bytes(),
+        };
+        let signed = pack.sign_with_private_key(&key, &request, &SignTarget::default());
+        let mut headers = HeaderMap::new();
+        for (name, value) in signed.headers {
+            headers.append(name, value);
+        }
+        let endpoint = Endpoint {
+            public_url: None,
+            raw_query: None,
+            options: EndpointOptions::default(),
+        };
+        let got = run(pack, &endpoint, &headers, body.as_bytes(), &[&public], now);
+        let Ok((_, Ok(Delivery::Events { events, .. }))) = got else {
+            panic!("{id}: {got:?}");
+        };
+        let got: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
+        assert_eq!(got, ids, "{id}");
+        // a byte of the body changed: refused
+        let mut tampered = body.as_bytes().to_vec();
+        tampered[5] ^= 1;
+        assert_eq!(
+            run(pack, &endpoint, &headers, &tampered, &[&public], now).unwrap_err(),
+            Rejection::InvalidSignature,
+            "{id}"
+        );
+    }
+    // a private key of the wrong kind or shape is refused, never echoed
+    let err = pack("discord")
+        .decode_signing_key("s3cr3t")
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("s3cr3t"), "{err}");
+    assert!(pack("stripe").decode_signing_key("x").is_err());
 }

@@ -65,6 +65,7 @@ pub use api::{
     SignTarget, SignedDelivery, check_public_url,
 };
 pub use docs::render_providers_markdown;
+pub use primitives::SigningKey;
 
 pub use spec::{
     AnswerSpec, BatchSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec,
@@ -485,6 +486,10 @@ impl Pack {
     }
     pub fn redelivery_horizon_seconds(&self) -> Option<u64> {
         self.redelivery_horizon_seconds
+    }
+    /// Parses the private key of a public-key pack, for [`Pack::sign_with_private_key`].
+    pub fn decode_signing_key(&self, text: &str) -> Result<SigningKey, crate::SecretFormatError> {
+        SigningKey::decode(self.scheme, text)
     }
     /// Whether `sign` can produce deliveries (a shared secret signs and verifies).
     pub fn has_shared_secret(&self) -> bool {

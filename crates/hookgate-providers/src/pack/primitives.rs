@@ -7,14 +7,18 @@ use base64::Engine;
 use base64::engine::DecodePaddingMode;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD, URL_SAFE};
 use hmac::{Hmac, Mac};
-use ring::signature::{ECDSA_P256_SHA256_ASN1, ED25519, UnparsedPublicKey};
-use rustls_pki_types::CertificateDer;
+use ring::rand::SystemRandom;
+use ring::signature::{
+    ECDSA_P256_SHA256_ASN1, ECDSA_P256_SHA256_ASN1_SIGNING, ED25519, EcdsaKeyPair, Ed25519KeyPair,
+    KeyPair, RSA_PKCS1_SHA256, RsaKeyPair, UnparsedPublicKey,
+};
 use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
 
-use super::{Algorithm, Encoding, SecretFormat};
+use super::{Algorithm, Encoding, Scheme, SecretFormat};
 use crate::common;
 use crate::{SecretFormatError, SecretMaterial};
 
@@ -174,4 +178,104 @@ pub(crate) fn decode_secret(
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     common::encode_lower_hex(&Sha256::digest(bytes))
+}
+
+/// A private key for `sign` with the public-key schemes (tests, `hookgate send`). Never
+/// printed.
+pub enum SigningKey {
+    Ed25519(Ed25519KeyPair),
+    EcdsaP256(EcdsaKeyPair),
+    Rsa(RsaKeyPair),
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SigningKey(<redacted>)")
+    }
+}
+
+impl SigningKey {
+    /// Parses a private key for `scheme`: Ed25519 = the 32-byte seed in hex; ECDSA P-256 and
+    /// RSA = PKCS#8, as PEM or base64 DER.
+    pub(crate) fn decode(scheme: Scheme, text: &str) -> Result<Self, SecretFormatError> {
+        let pkcs8 = || -> Option<Vec<u8>> {
+            match PrivateKeyDer::from_pem_slice(text.as_bytes()) {
+                Ok(PrivateKeyDer::Pkcs8(der)) => Some(der.secret_pkcs8_der().to_vec()),
+                Ok(_) => None,
+                Err(_) => STANDARD.decode(text.trim()).ok(),
+            }
+        };
+        let malformed = |expected| SecretFormatError::Malformed { expected };
+        match scheme {
+            Scheme::Ed25519 => decode_any_hex(text.trim())
+                .filter(|seed| seed.len() == 32)
+                .and_then(|seed| Ed25519KeyPair::from_seed_unchecked(&seed).ok())
+                .map(SigningKey::Ed25519)
+                .ok_or(malformed("a 32-byte Ed25519 seed in hex")),
+            Scheme::EcdsaP256 => pkcs8()
+                .and_then(|der| {
+                    EcdsaKeyPair::from_pkcs8(
+                        &ECDSA_P256_SHA256_ASN1_SIGNING,
+                        &der,
+                        &SystemRandom::new(),
+                    )
+                    .ok()
+                })
+                .map(SigningKey::EcdsaP256)
+                .ok_or(malformed("a P-256 private key (PKCS#8)")),
+            Scheme::RsaSha256Certificate => pkcs8()
+                .and_then(|der| RsaKeyPair::from_pkcs8(&der).ok())
+                .map(SigningKey::Rsa)
+                .ok_or(malformed("an RSA private key (PKCS#8)")),
+            _ => Err(malformed(
+                "a shared secret (this scheme has no private key)",
+            )),
+        }
+    }
+
+    pub(crate) fn fits(&self, scheme: Scheme) -> bool {
+        matches!(
+            (self, scheme),
+            (SigningKey::Ed25519(_), Scheme::Ed25519)
+                | (SigningKey::EcdsaP256(_), Scheme::EcdsaP256)
+                | (SigningKey::Rsa(_), Scheme::RsaSha256Certificate)
+        )
+    }
+
+    /// The public key as the pack's `secret_format` writes it (Ed25519 hex, P-256 SPKI
+    /// base64); RSA keys are configured as a certificate, which this cannot make.
+    pub fn public_key_text(&self) -> Option<String> {
+        match self {
+            SigningKey::Ed25519(pair) => Some(common::encode_lower_hex(pair.public_key().as_ref())),
+            SigningKey::EcdsaP256(pair) => {
+                let mut der = P256_SPKI_PREFIX.to_vec();
+                der.extend_from_slice(pair.public_key().as_ref());
+                Some(STANDARD.encode(der))
+            }
+            SigningKey::Rsa(_) => None,
+        }
+    }
+
+    pub(crate) fn sign(&self, message: &[u8]) -> Option<Vec<u8>> {
+        let rng = SystemRandom::new();
+        match self {
+            SigningKey::Ed25519(pair) => Some(pair.sign(message).as_ref().to_vec()),
+            SigningKey::EcdsaP256(pair) => {
+                pair.sign(&rng, message).ok().map(|s| s.as_ref().to_vec())
+            }
+            SigningKey::Rsa(pair) => {
+                let mut out = vec![0; pair.public().modulus_len()];
+                pair.sign(&RSA_PKCS1_SHA256, &rng, message, &mut out)
+                    .ok()
+                    .map(|()| out)
+            }
+        }
+    }
+}
+
+/// What signs a delivery.
+#[derive(Clone, Copy)]
+pub(crate) enum Signer<'a> {
+    Shared(&'a SecretMaterial),
+    Private(&'a SigningKey),
 }

@@ -1,11 +1,11 @@
 //! The provider's side: a delivery signed exactly as the provider would send it, for
-//! `hookgate send`, the load generator and round-trip tests. Shared-secret schemes only; the
-//! public-key schemes verify with a public key and cannot sign from it.
+//! `hookgate send`, the load generator and round-trip tests. Shared-secret schemes sign with
+//! the configured secret; the public-key schemes need the private key ([`SigningKey`]).
 
 use serde_json::Value;
 
 use super::engine::{TemplateInputs, first_header};
-use super::primitives::sha256_hex;
+use super::primitives::{Signer, SigningKey, sha256_hex};
 use super::schemes::sorted_params;
 use super::{
     EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
@@ -94,6 +94,30 @@ impl Pack {
         request: &SignRequest<'_>,
         target: &SignTarget<'_>,
     ) -> SignedDelivery {
+        self.sign_as(Signer::Shared(key), request, target)
+    }
+
+    /// Like [`Pack::sign_delivery`] for the public-key schemes, with the private key that
+    /// belongs to the configured public key (see [`Pack::decode_signing_key`]).
+    pub fn sign_with_private_key(
+        &self,
+        key: &SigningKey,
+        request: &SignRequest<'_>,
+        target: &SignTarget<'_>,
+    ) -> SignedDelivery {
+        self.sign_as(Signer::Private(key), request, target)
+    }
+
+    fn sign_as(
+        &self,
+        signer: Signer<'_>,
+        request: &SignRequest<'_>,
+        target: &SignTarget<'_>,
+    ) -> SignedDelivery {
+        let shared = match signer {
+            Signer::Shared(key) => Some(key),
+            Signer::Private(_) => None,
+        };
         let options = target.options.unwrap_or(EndpointOptions::none());
         let timestamp = self
             .timestamp
@@ -114,7 +138,7 @@ impl Pack {
         let mut body = request.body.to_vec();
         let mut url = target.public_url.map(str::to_owned);
         let signature = match self.scheme {
-            Scheme::Hmac => {
+            Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
                 let crc32 = crc32fast::hash(request.body).to_string();
                 let inputs = TemplateInputs {
                     body: request.body,
@@ -125,13 +149,22 @@ impl Pack {
                     options,
                     crc32: &crc32,
                 };
-                self.signed_parts(&inputs).ok().map(|parts| {
-                    let tag = self.algorithm.mac(key.expose(), &parts);
-                    self.encoding.encode(&tag[..self.algorithm.tag_len()])
-                })
+                let parts = self.signed_parts(&inputs).ok();
+                match (signer, parts) {
+                    (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
+                        let tag = self.algorithm.mac(key.expose(), &parts);
+                        Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                    }
+                    (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
+                        .sign(&parts.concat())
+                        .map(|sig| self.encoding.encode(&sig)),
+                    _ => None,
+                }
             }
-            Scheme::SharedToken => Some(String::from_utf8_lossy(key.expose()).into_owned()),
-            Scheme::UrlParamsHmac => url.as_mut().map(|url| {
+            Scheme::SharedToken => {
+                shared.map(|key| String::from_utf8_lossy(key.expose()).into_owned())
+            }
+            Scheme::UrlParamsHmac => url.as_mut().zip(shared).map(|(url, key)| {
                 let params = if self.send_content_type.starts_with(common::FORM) {
                     sorted_params(request.body)
                 } else {
@@ -148,16 +181,19 @@ impl Pack {
                     .ok()
                     .and_then(|doc| self.signed_objects(&doc).map(|o| !o.is_empty()))
                     .unwrap_or(false);
-                if has_objects || self.batch.is_none() {
-                    body = self.sign_fields(key, request, timestamp.as_deref());
-                    None
-                } else {
+                match shared {
+                    Some(key) if has_objects || self.batch.is_none() => {
+                        body = self.sign_fields(key, request, timestamp.as_deref());
+                        None
+                    }
                     // No signed objects: the raw body is signed in the header.
-                    let tag = self.algorithm.mac(key.expose(), &[request.body]);
-                    Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                    Some(key) => {
+                        let tag = self.algorithm.mac(key.expose(), &[request.body]);
+                        Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                    }
+                    None => None,
                 }
             }
-            Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => None,
         };
         let mut headers = Vec::with_capacity(6);
         common::push_header(&mut headers, "content-type", self.send_content_type);
