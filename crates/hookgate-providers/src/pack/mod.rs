@@ -1,24 +1,36 @@
 //! Providers as data: a **pack** declares how one provider signs its webhooks, and one engine
-//! ([`PackAdapter`], an [`crate::Adapter`]) executes it in the ingress order of the crate root.
+//! ([`Pack`]) executes it in the ingress order of the crate root.
+//!
+//! Code map: `spec` (the JSON form), `syntax` + `compile` (validation into [`Pack`]), `engine`
+//! (metadata, verification, freshness), `schemes` (the URL- and field-signing schemes),
+//! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
+//! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
+//! context, options, outcomes), `docs` (listing and `docs/providers.md`).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
 //! Deserialised with `deny_unknown_fields` into [`PackSpec`], then [`PackSpec::compile`]d into a
-//! [`PackAdapter`]; errors name the field path (`packs.linear.signature.encoding: unknown
-//! encoding "hexx" (expected hex, base64, base64url)`).
+//! [`Pack`]; errors name the field path (`packs.linear.signature.encoding: unknown
+//! encoding "hexx" (expected hex, base64, base64url, text)`).
 //!
 //! - `id` (the vector file's name), `display_name`, `evidence` (`docs` | `sdk` |
-//!   `experimental`), `sources` (https URLs), `notes`.
-//! - `scheme`: the code that executes the pack. `hmac` (HMAC over a template) is the only one
-//!   so far; public-key and field-selecting schemes are further variants of [`Scheme`].
+//!   `experimental`), `sources` (https URLs), `notes`, `vectors` (how many known-answer
+//!   vectors the pack ships; a test compares it with `testdata/vectors`).
+//! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
+//!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
+//!   `fields_hmac`.
 //! - `content_types` (accepted media types; an absent `Content-Type` is accepted, a different
 //!   one answers 415) and `send_content_type` (what `sign` sends).
 //! - `secret_format`: how a configured secret becomes the key — `utf8` (verbatim),
-//!   `whsec_base64` (optional `whsec_` prefix, base64-decoded), `hex`, `base64`.
-//! - `signature`: `headers` (lookup order), `algorithm` (`hmac-sha1` | `hmac-sha256` |
-//!   `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url`), `signed` (the
-//!   signed-bytes template: literal text and `{body}` — exactly once —, `{ts}` and `{id}` as
-//!   sent, `{header:Name}`; parsed once at compile time), and `format`, one of
+//!   `whsec_base64` (optional `whsec_` prefix, base64-decoded), `hex`, `base64`, and for the
+//!   public-key schemes `ed25519_public_hex`, `p256_spki_der_base64`, `x509_pem` (a pinned
+//!   certificate; the request never chooses it).
+//! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
+//!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
+//!   `text` for shared tokens), `signed` (template schemes: literal text and `{body}` or
+//!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
+//!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
+//!   parsed once at compile time), and `format`, one of
 //!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false}}`:
 //!     the value is one signature; with `repeated_header` every occurrence is a candidate;
 //!   - `{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["v1"],
@@ -26,24 +38,42 @@
 //!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
 //!     Standard Webhooks-like lists, other versions ignored.
 //!
-//!   The request verifies if any candidate matches any trusted secret (constant time).
+//!   `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
+//!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
+//!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
+//!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
+//!   document). The request verifies if any candidate matches any trusted secret (constant
+//!   time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
-//!   `json:/pointer` read from the verified body), `format` (`unix_seconds` | `unix_millis` |
-//!   `rfc3339`), `tolerance_seconds`, `window` (`past_only`: only stale ones are refused, as the
-//!   provider's SDK does; `both`: a future timestamp beyond the tolerance is refused too). The
-//!   boundary is accepted; freshness is checked only after the signature verified.
+//!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
+//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339`), `tolerance_seconds`, `window`
+//!   (`past_only`: only stale ones are refused, as the provider's SDK does; `both`: a future
+//!   timestamp beyond the tolerance is refused too). The boundary is accepted; freshness is
+//!   checked only after the signature verified.
 //! - `event_id`: `from` (alternatives: `header:Name`… or `json:/pointer`…; with `"compose":
-//!   true` the signed JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against
-//!   the template), `retries_keep_id` (`yes` | `no` | `unknown`).
+//!   true` the JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against what
+//!   the scheme covers), `retries_keep_id` (`yes` | `no` | `unknown`), `fallback`
+//!   (`signature`: without an id, `sig:` + the verified signature in hex).
 //! - `event_type` (`from`, `signed`), `object_id`, `object_version`, `created_at`: locations,
-//!   the first present wins.
-//! - `handshakes`: `when` (a location) `equals` a value → answer from `challenge` (a JSON
-//!   location) as `echo_text`, `{"echo_json": {"field"}}` or `{"echo_with_digest":
-//!   {"echo_field", "digest_field"}}` (hex HMAC of the challenge with the matched secret).
-//!   Answered only after verification; never stored.
+//!   the first present wins (for a batch: inside each item).
+//! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
+//!   element): one event per item, all or nothing.
+//! - `handshakes`: `method` (`POST` default, `GET`, `OPTIONS`), `when` (a location) `equals` a
+//!   value, `also_present` (locations) → answer from `challenge` (a JSON location) as
+//!   `echo_text`, `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field",
+//!   "digest_field"}}` (hex HMAC of the challenge with the matched secret), or a
+//!   `{"constant": {"status", "content_type", "body"}}`. Answered only after verification;
+//!   never stored.
+//! - `answers`: the provider-required answer to accepted events, first rule whose
+//!   `when_present` location is present (or without one) wins: `status` (2xx),
+//!   `content_type`, `body`, `body_option` (an option that replaces the body).
+//! - `options`: `name`, `required`, `format` (`text` | `json`), `description` — checked by
+//!   [`Pack::check_options`] when the configuration loads.
 //! - `require_body` (empty body → 400 `missing_body`), `form_payload_field` (form deliveries
-//!   carry the JSON in that field), `replay_defence` (`body_digest`: required exactly when
-//!   neither the id nor a timestamp is signed), `redelivery_horizon_seconds`.
+//!   carry the JSON in that field; otherwise a form body reads as an object of its fields),
+//!   `replay_defence` (`body_digest`: required exactly when neither the id nor a timestamp is
+//!   signed; `signed_token` with `replay_key`, the signed one-time value whose reuse is a
+//!   duplicate), `redelivery_horizon_seconds`.
 //!
 //! Built-in packs are embedded from `packs/*.json`: [`builtin`], [`builtin_packs`].
 
