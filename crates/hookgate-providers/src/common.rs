@@ -1,29 +1,21 @@
-//! Helpers shared by every adapter, so that no adapter re-implements them: bounded header
-//! lookup with duplicate detection, strict decoding of signatures (hex, base64), HMAC-SHA256
-//! over several trusted secrets with a constant-time comparison, the freshness check, content
-//! types, a tiny `application/x-www-form-urlencoded` decoder, JSON accessors for envelope
-//! extraction and RFC 3339 timestamps.
+//! Helpers the pack engine shares: bounded header lookup with duplicate detection, strict
+//! lower-case hex, content types, secret decoding, a tiny `application/x-www-form-urlencoded`
+//! decoder, JSON accessors for envelope extraction and RFC 3339 timestamps.
 //!
 //! Every error is a [`Rejection`] reason code; none carries input bytes or key material.
 
 use base64::Engine;
 use base64::engine::DecodePaddingMode;
-use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
-use hmac::{Hmac, Mac};
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
-use sha2::Sha256;
-use subtle::{Choice, ConstantTimeEq};
 
-use crate::{BadRequestReason, Metadata, Rejection, SecretFormatError, SecretMaterial};
-use crate::{TrustedSecret, Verified};
+use crate::{BadRequestReason, Rejection, SecretFormatError, SecretMaterial};
 
 /// Longest signature-metadata header value we look at; longer ones are refused as malformed.
 pub(crate) const MAX_HEADER_VALUE_LEN: usize = 4096;
 /// Most signature entries (or `key=value` items) we accept in one signature header.
 pub(crate) const MAX_SIGNATURE_ENTRIES: usize = 16;
-/// Length of an HMAC-SHA256 tag in bytes.
-pub(crate) const HMAC_SHA256_LEN: usize = 32;
 
 pub(crate) fn bad(reason: BadRequestReason) -> Rejection {
     Rejection::BadRequest(reason)
@@ -219,59 +211,6 @@ pub(crate) fn encode_lower_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// A lower-case hex HMAC-SHA256 tag, else `malformed_signature`.
-pub(crate) fn hex_tag(text: &str) -> Result<Vec<u8>, Rejection> {
-    decode_lower_hex(text)
-        .filter(|tag| tag.len() == HMAC_SHA256_LEN)
-        .ok_or(bad(BadRequestReason::MalformedSignature))
-}
-
-/// A standard-base64 HMAC-SHA256 tag, else `malformed_signature`. Hex text of the right
-/// length is valid base64 but decodes to 48 bytes, so it is refused here too.
-pub(crate) fn base64_tag(text: &str) -> Result<Vec<u8>, Rejection> {
-    STANDARD
-        .decode(text)
-        .ok()
-        .filter(|tag| tag.len() == HMAC_SHA256_LEN)
-        .ok_or(bad(BadRequestReason::MalformedSignature))
-}
-
-pub(crate) fn encode_base64(bytes: &[u8]) -> String {
-    STANDARD.encode(bytes)
-}
-
-/// HMAC-SHA256 of the concatenation of `parts` (the signed bytes are never copied together).
-pub(crate) fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; HMAC_SHA256_LEN] {
-    // HMAC accepts keys of every length; this cannot fail.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
-    for part in parts {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().into()
-}
-
-/// Tries every trusted secret in order (the request never selects its key) against every
-/// candidate tag, comparing in constant time; reports the first secret that matched.
-pub(crate) fn verify_hmac_sha256(
-    secrets: &[TrustedSecret<'_>],
-    signed_parts: &[&[u8]],
-    candidates: &[Vec<u8>],
-) -> Result<Verified, Rejection> {
-    for (index, secret) in secrets.iter().enumerate() {
-        let expected = hmac_sha256(secret.key.expose(), signed_parts);
-        let mut matched = Choice::from(0);
-        for candidate in candidates {
-            matched |= expected.as_slice().ct_eq(candidate.as_slice());
-        }
-        if bool::from(matched) {
-            return Ok(Verified {
-                matched_secret_index: index,
-            });
-        }
-    }
-    Err(Rejection::InvalidSignature)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Timestamps and freshness
 // ---------------------------------------------------------------------------------------------
@@ -283,41 +222,6 @@ pub(crate) fn parse_unix_seconds(text: &str) -> Result<i64, Rejection> {
         return Err(malformed);
     }
     text.parse().map_err(|_| malformed)
-}
-
-/// The signed timestamp parsed by `parse_metadata`, text and value.
-pub(crate) fn signed_timestamp(metadata: &Metadata) -> Result<(&str, i64), Rejection> {
-    match (&metadata.timestamp_text, metadata.timestamp) {
-        (Some(text), Some(value)) => Ok((text.as_str(), value)),
-        _ => Err(bad(BadRequestReason::MissingTimestamp)),
-    }
-}
-
-/// Which side of `now` a signed timestamp may lie on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Freshness {
-    /// Reject only timestamps older than the tolerance (Stripe's SDKs accept future ones).
-    PastOnly,
-    /// Reject `|now - timestamp| > tolerance` (Standard Webhooks, Svix, Slack).
-    BothDirections,
-}
-
-/// Freshness of a verified timestamp; the boundary itself is accepted. Call only after the
-/// signature verified.
-pub(crate) fn check_freshness(
-    timestamp: i64,
-    now: i64,
-    tolerance_seconds: u64,
-    mode: Freshness,
-) -> Result<(), Rejection> {
-    let age = i128::from(now) - i128::from(timestamp);
-    let tolerance = i128::from(tolerance_seconds);
-    let stale = age > tolerance || (mode == Freshness::BothDirections && -age > tolerance);
-    if stale {
-        Err(Rejection::StaleTimestamp)
-    } else {
-        Ok(())
-    }
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -417,15 +321,6 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, Rejection> {
     serde_json::from_slice(bytes).map_err(|_| bad(BadRequestReason::UnparseableEnvelope))
 }
 
-/// A non-empty string at a JSON pointer.
-pub(crate) fn str_at(value: &Value, pointer: &str) -> Option<String> {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-}
-
 /// An identifier at a JSON pointer: a non-empty string, or an integer rendered in decimal.
 pub(crate) fn id_at(value: &Value, pointer: &str) -> Option<String> {
     match value.pointer(pointer)? {
@@ -497,6 +392,7 @@ pub(crate) fn form_field(body: &[u8], name: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Metadata;
     use http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -584,32 +480,6 @@ mod tests {
     }
 
     #[test]
-    fn hex_is_strict_lower_case_and_tags_are_32_bytes() {
-        assert_eq!(decode_lower_hex("00ff10"), Some(vec![0, 255, 16]));
-        assert_eq!(decode_lower_hex("00FF"), None);
-        assert_eq!(decode_lower_hex("abc"), None);
-        assert_eq!(decode_lower_hex("zz"), None);
-        assert_eq!(encode_lower_hex(&[0, 255, 16]), "00ff10");
-        let tag = "ab".repeat(32);
-        assert_eq!(hex_tag(&tag).map(|t| t.len()), Ok(32));
-        assert_eq!(hex_tag(&"ab".repeat(31)), Err(MALFORMED));
-        assert_eq!(hex_tag(&tag.to_uppercase()), Err(MALFORMED));
-    }
-
-    #[test]
-    fn base64_tags_must_decode_to_32_bytes() {
-        let tag = encode_base64(&[7u8; 32]);
-        assert_eq!(base64_tag(&tag), Ok(vec![7u8; 32]));
-        assert_eq!(
-            base64_tag(&"ab".repeat(32)),
-            Err(MALFORMED),
-            "hex is not base64 here"
-        );
-        assert_eq!(base64_tag("not base64!"), Err(MALFORMED));
-        assert_eq!(base64_tag(&encode_base64(&[7u8; 31])), Err(MALFORMED));
-    }
-
-    #[test]
     fn secrets_decode_per_format() {
         assert_eq!(utf8_secret("").unwrap_err(), SecretFormatError::Empty);
         assert_eq!(utf8_secret("whsec_x").unwrap().expose(), b"whsec_x");
@@ -634,93 +504,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!err.contains("s3cr3t"));
-    }
-
-    #[test]
-    fn verify_tries_every_secret_and_reports_the_first_match() {
-        let (a, b, c) = (
-            SecretMaterial::new(b"a".to_vec()),
-            SecretMaterial::new(b"b".to_vec()),
-            SecretMaterial::new(b"c".to_vec()),
-        );
-        fn trusted<'k>(keys: &[&'k SecretMaterial]) -> Vec<TrustedSecret<'k>> {
-            keys.iter()
-                .map(|key| TrustedSecret { version: "v", key })
-                .collect()
-        }
-        let tag_b = hmac_sha256(b"b", &[b"x.", b"body"]).to_vec();
-        let other = vec![0u8; 32];
-        // the signed parts are concatenated
-        assert_eq!(tag_b.as_slice(), hmac_sha256(b"b", &[b"x.body"]).as_slice());
-        let verified = verify_hmac_sha256(
-            &trusted(&[&a, &b, &c]),
-            &[b"x.body"],
-            &[other.clone(), tag_b.clone()],
-        );
-        assert_eq!(
-            verified,
-            Ok(Verified {
-                matched_secret_index: 1
-            })
-        );
-        let verified = verify_hmac_sha256(
-            &trusted(&[&b, &b]),
-            &[b"x.body"],
-            std::slice::from_ref(&tag_b),
-        );
-        assert_eq!(
-            verified,
-            Ok(Verified {
-                matched_secret_index: 0
-            })
-        );
-        assert_eq!(
-            verify_hmac_sha256(
-                &trusted(&[&a, &c]),
-                &[b"x.body"],
-                std::slice::from_ref(&tag_b)
-            ),
-            Err(Rejection::InvalidSignature)
-        );
-        assert_eq!(
-            verify_hmac_sha256(&trusted(&[&b]), &[b"x.body"], &[]),
-            Err(Rejection::InvalidSignature)
-        );
-        assert_eq!(
-            verify_hmac_sha256(&[], &[b"x.body"], &[tag_b]),
-            Err(Rejection::InvalidSignature)
-        );
-    }
-
-    #[test]
-    fn freshness_boundaries() {
-        use Freshness::*;
-        let now = 1_000_000;
-        assert_eq!(check_freshness(now - 300, now, 300, PastOnly), Ok(()));
-        assert_eq!(
-            check_freshness(now - 301, now, 300, PastOnly),
-            Err(Rejection::StaleTimestamp)
-        );
-        assert_eq!(check_freshness(now + 10_000, now, 300, PastOnly), Ok(()));
-        assert_eq!(check_freshness(now + 300, now, 300, BothDirections), Ok(()));
-        assert_eq!(check_freshness(now - 300, now, 300, BothDirections), Ok(()));
-        assert_eq!(
-            check_freshness(now + 301, now, 300, BothDirections),
-            Err(Rejection::StaleTimestamp)
-        );
-        assert_eq!(
-            check_freshness(now - 301, now, 300, BothDirections),
-            Err(Rejection::StaleTimestamp)
-        );
-        // no overflow at the extremes
-        assert_eq!(
-            check_freshness(i64::MIN, i64::MAX, u64::MAX, BothDirections),
-            Ok(())
-        );
-        assert_eq!(
-            check_freshness(i64::MAX, i64::MIN, 0, BothDirections),
-            Err(Rejection::StaleTimestamp)
-        );
     }
 
     #[test]
@@ -762,9 +545,8 @@ mod tests {
             r#"{"id":"evt_1","n":42,"e":"","ms":1767225600123,"s":"2026-01-01T00:00:00Z","d":"17"}"#,
         )
         .unwrap();
-        assert_eq!(str_at(&v, "/id").as_deref(), Some("evt_1"));
-        assert_eq!(str_at(&v, "/n"), None);
-        assert_eq!(str_at(&v, "/e"), None);
+        assert_eq!(id_at(&v, "/id").as_deref(), Some("evt_1"));
+        assert_eq!(id_at(&v, "/e"), None);
         assert_eq!(id_at(&v, "/n").as_deref(), Some("42"));
         assert_eq!(time_at(&v, "/ms"), Some(1_767_225_600));
         assert_eq!(time_at(&v, "/n"), Some(42));

@@ -1,25 +1,35 @@
-//! Sans-I/O provider adapters.
+//! Sans-I/O provider packs: one engine, a declarative pack per provider.
 //!
-//! One pipeline, one [`Adapter`] per provider signature scheme. The binary drives an adapter in
-//! the ingress order (ARCHITECTURE.md, "One request"):
+//! A [`pack::Pack`] (compiled from `packs/<id>.json`, see [`pack`]) says how one provider signs
+//! its webhooks; a handful of named code schemes ([`pack::Scheme`]) verify what data cannot
+//! express. The binary drives a pack in the ingress order (ARCHITECTURE.md, "One request"):
 //!
-//! 1. [`Adapter::accepts_content_type`] (415),
-//! 2. [`Adapter::parse_metadata`] on headers only (400: missing / duplicated / malformed),
-//! 3. the binary reads the body with a hard limit (413),
-//! 4. [`Adapter::verify`] on the exact raw bytes against every trusted secret (401
-//!    `invalid_signature`), then freshness of the signed timestamp (401 `stale_timestamp`),
-//! 5. [`Adapter::extract`] parses the *verified* bytes into an [`Envelope`] or a handshake
-//!    answer (400 `missing_event_id`).
+//! 0. configuration: [`pack::builtin`]`(id)`, [`pack::Pack::decode_secret`] per secret,
+//!    [`pack::Pack::check_options`] (unknown / missing / malformed option → error naming the
+//!    key) and [`pack::Pack::check_public_url`] at start-up;
+//! 1. [`pack::Pack::accepts_method`] (405: POST, plus the methods of declared handshakes) and
+//!    [`pack::Pack::accepts_content_type`] (415);
+//! 2. [`pack::Pack::parse_metadata`] on a [`pack::RequestContext`] — method, headers, raw
+//!    query, the endpoint's `public_url` and options — before the body is read (400:
+//!    missing / duplicated / malformed);
+//! 3. the binary reads the body with a hard limit (413);
+//! 4. [`pack::Pack::verify`] on the exact raw bytes against every trusted secret (401
+//!    `invalid_signature`; constant time for shared secrets), then freshness of the signed
+//!    timestamp (401 `stale_timestamp`);
+//! 5. [`pack::Pack::extract`] parses the *verified* bytes into a [`pack::Delivery`]: a
+//!    handshake [`pack::Answer`] (never stored), or one or more [`Envelope`]s (a batch: one per
+//!    item, each with its own id, all or nothing) with an optional provider-required answer
+//!    and, for [`pack::ReplayDefence::SignedToken`] packs, the signed one-time `replay_key`
+//!    (400 `missing_event_id`).
 //!
-//! Adapters perform no I/O and read no clock: `now` is an argument. [`Adapter::sign`] produces
-//! the headers the provider would send, for `hookgate send`, the load generator and tests.
+//! Packs perform no I/O and read no clock: `now` is an argument.
+//! [`pack::Pack::sign_delivery`] produces what the provider would send (`hookgate send`, the
+//! load generator, tests); [`pack::Pack::info`] and [`pack::render_providers_markdown`] describe
+//! the packs (`hookgate providers list/show`, `docs/providers.md`).
 //!
-//! Code map: one module per scheme (`stripe`, `github`, `standard_webhooks` — serving both
-//! Standard Webhooks and Svix —, `shopify`, `slack`), each documenting its headers, signed bytes,
-//! algorithm, multiple signatures, freshness, logical event id and object id/version; `common`
-//! holds what they share (bounded header lookup with duplicate detection, strict hex/base64
-//! signature decoding, constant-time HMAC over every trusted secret, the freshness check, form
-//! decoding, JSON accessors). User documentation: `docs/providers.md`.
+//! Transitional: [`ProviderKind`] and the [`Adapter`] trait are the interface the binary used
+//! before packs; they now map onto the built-in packs of the six original providers and go
+//! away once the binary calls [`pack::Pack`] directly.
 
 use std::fmt;
 
@@ -29,14 +39,11 @@ use zeroize::Zeroizing;
 pub use hookgate_core::Envelope;
 
 mod common;
-mod github;
+mod compat;
 pub mod pack;
-mod shopify;
-mod slack;
-mod standard_webhooks;
-mod stripe;
 
-/// The provider ids used in configuration; equal to the vector file names.
+/// Transitional: the six providers the binary knew before packs, each now a built-in pack.
+/// The binary switches to [`pack::builtin`] ids; then this goes away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {
     Stripe,
@@ -72,16 +79,14 @@ impl ProviderKind {
         Self::ALL.iter().copied().find(|p| p.id() == id)
     }
 
-    /// The adapter for this provider.
+    /// The built-in pack of this provider.
+    pub fn pack(self) -> &'static pack::Pack {
+        pack::builtin(self.id()).expect("every ProviderKind has a built-in pack")
+    }
+
+    /// The pack of this provider behind the transitional [`Adapter`] interface.
     pub fn adapter(self) -> &'static dyn Adapter {
-        match self {
-            ProviderKind::Stripe => &stripe::STRIPE,
-            ProviderKind::Github => &github::GITHUB,
-            ProviderKind::StandardWebhooks => &standard_webhooks::STANDARD_WEBHOOKS,
-            ProviderKind::Svix => &standard_webhooks::SVIX,
-            ProviderKind::Shopify => &shopify::SHOPIFY,
-            ProviderKind::Slack => &slack::SLACK,
-        }
+        self.pack()
     }
 }
 
@@ -247,7 +252,8 @@ pub struct SignRequest<'a> {
     pub body: &'a [u8],
 }
 
-/// One provider signature scheme. Implementations are stateless and shared.
+/// Transitional: the per-provider interface the binary used before packs (implemented by
+/// [`pack::Pack`] for requests without query, URL or options). New code calls [`pack::Pack`].
 pub trait Adapter: Send + Sync + 'static {
     /// The provider id used in configuration (the vector file's name).
     fn id(&self) -> &'static str;

@@ -1,390 +1,64 @@
-//! Validation of a [`PackSpec`] into a [`PackAdapter`]: every enumerated string parsed, every
+//! Validation of a [`PackSpec`] into a [`Pack`]: every enumerated string parsed, every
 //! location and the signed-bytes template parsed once, and the cross-field rules checked (the
 //! template covers the body; `{id}`/`{ts}` have a header source; the declared `signed` flags
-//! match what the template covers; `replay_defence` is declared exactly when nothing
-//! identifying is signed). Errors name the field path.
+//! match what the scheme really covers; `replay_defence` is declared exactly when nothing
+//! identifying is signed, or names the signed one-time token). Errors name the field path.
 //!
-//! Compiled strings are `&'static str`, because the [`crate::Adapter`] trait hands out static
-//! header names and content types: a pack is compiled once per process (built-ins) or once at
-//! start-up (configured packs), so the few bytes this keeps are bounded.
+//! Compiled strings are `&'static str`: a pack is compiled once per process (built-ins) or
+//! once at start-up (configured packs), so the few bytes this keeps are bounded.
 
-use http::HeaderName;
-
-use super::spec::{
-    EventIdSpec, HandshakeAnswerSpec, HandshakeSpec, PackSpec, SignatureFormatSpec, TimestampSpec,
+use super::spec::PackSpec;
+use super::syntax::{
+    Paths, answer_rules, batch_rule, header_name, header_names, id_rule, keep, keep_all, locations,
+    non_empty, option_rules, pick, signature_format, template, timestamp_rule,
 };
 use super::{
-    Algorithm, Encoding, Evidence, HandshakeAnswer, HandshakeRule, IdRule, Location, PackAdapter,
-    PackError, Part, ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat,
-    TimeFormat, TimestampRule, Window,
+    Algorithm, Encoding, Evidence, FieldsRule, IdRule, Location, Pack, PackError, Part,
+    ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat,
 };
 
-fn keep(text: &str) -> &'static str {
-    Box::leak(text.to_owned().into_boxed_str())
+/// What the signature of a scheme covers, to check the pack's `signed` flags.
+struct Coverage<'a> {
+    scheme: Scheme,
+    template: &'a [Part],
+    fields: &'a [&'static str],
 }
 
-fn keep_all(texts: Vec<&'static str>) -> &'static [&'static str] {
-    Box::leak(texts.into_boxed_slice())
-}
-
-/// Field paths under `packs.<id>`.
-struct Paths {
-    root: String,
-}
-
-impl Paths {
-    fn at(&self, field: &str) -> String {
-        format!("{}.{field}", self.root)
-    }
-    fn err(&self, field: &str, message: impl Into<String>) -> PackError {
-        PackError::new(self.at(field), message.into())
-    }
-}
-
-/// Picks one of `allowed` or fails with `unknown <what> "<value>" (expected a, b, c)`.
-fn pick<T: Copy>(
-    paths: &Paths,
-    field: &str,
-    what: &str,
-    value: &str,
-    allowed: &[(&str, T)],
-) -> Result<T, PackError> {
-    allowed
-        .iter()
-        .find(|(name, _)| *name == value)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            let names: Vec<&str> = allowed.iter().map(|(n, _)| *n).collect();
-            paths.err(
-                field,
-                format!("unknown {what} {value:?} (expected {})", names.join(", ")),
-            )
-        })
-}
-
-fn header_name(paths: &Paths, field: &str, name: &str) -> Result<&'static str, PackError> {
-    let lower = name.to_ascii_lowercase();
-    HeaderName::from_bytes(lower.as_bytes())
-        .map_err(|_| paths.err(field, format!("{name:?} is not a valid header name")))?;
-    Ok(keep(&lower))
-}
-
-fn location(paths: &Paths, field: &str, text: &str) -> Result<Location, PackError> {
-    let (kind, rest) = text.split_once(':').ok_or_else(|| {
-        paths.err(
-            field,
-            format!("location {text:?} must be kind:value (header, json, signature)"),
-        )
-    })?;
-    match kind {
-        "header" => Ok(Location::Header(header_name(paths, field, rest)?)),
-        "json" => {
-            let (pointer, optional) = match rest.strip_suffix('?') {
-                Some(p) => (p, true),
-                None => (rest, false),
-            };
-            if !pointer.starts_with('/') {
-                return Err(paths.err(
-                    field,
-                    format!("JSON pointer {pointer:?} must start with \"/\""),
-                ));
-            }
-            Ok(Location::Json {
-                pointer: keep(pointer),
-                optional,
-            })
-        }
-        "signature" if !rest.is_empty() => Ok(Location::SignatureParam(keep(rest))),
-        _ => Err(paths.err(
-            field,
-            format!("unknown location kind {kind:?} (expected header, json, signature)"),
-        )),
-    }
-}
-
-fn locations(paths: &Paths, field: &str, texts: &[String]) -> Result<Vec<Location>, PackError> {
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let loc = location(paths, &format!("{field}[{i}]"), t)?;
-            match loc {
-                Location::Json { optional: true, .. } => Err(paths.err(
-                    &format!("{field}[{i}]"),
-                    "optional (`?`) locations are only for composed event ids",
-                )),
-                other => Ok(other),
-            }
-        })
-        .collect()
-}
-
-/// Parses `{body}`, `{ts}`, `{id}`, `{header:Name}` and literal text.
-fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError> {
-    let field = "signature.signed";
-    let mut parts = Vec::new();
-    let mut rest = text;
-    let mut bodies = 0;
-    while !rest.is_empty() {
-        match rest.find(['{', '}']) {
-            Some(0) if rest.starts_with('{') => {
-                let end = rest
-                    .find('}')
-                    .ok_or_else(|| paths.err(field, format!("unclosed \"{{\" in {text:?}")))?;
-                let name = &rest[1..end];
-                parts.push(match name {
-                    "body" => {
-                        bodies += 1;
-                        Part::Body
-                    }
-                    "ts" => Part::Timestamp,
-                    "id" => Part::Id,
-                    _ => match name.strip_prefix("header:") {
-                        Some(h) => Part::Header(header_name(paths, field, h)?),
-                        None => {
-                            return Err(paths.err(
-                                field,
-                                format!(
-                                    "unknown placeholder {{{name}}} (expected body, ts, id, header:Name)"
-                                ),
-                            ));
-                        }
-                    },
-                });
-                rest = &rest[end + 1..];
-            }
-            Some(0) => return Err(paths.err(field, format!("stray \"}}\" in {text:?}"))),
-            Some(at) => {
-                parts.push(Part::Literal(keep(&rest[..at]).as_bytes()));
-                rest = &rest[at..];
-            }
-            None => {
-                parts.push(Part::Literal(keep(rest).as_bytes()));
-                rest = "";
-            }
+impl Coverage<'_> {
+    fn body(&self) -> bool {
+        match self.scheme {
+            Scheme::SharedToken => false,
+            Scheme::UrlParamsHmac => true,
+            Scheme::FieldsHmac => false,
+            _ => self.template.contains(&Part::Body),
         }
     }
-    if bodies != 1 {
-        return Err(paths.err(field, "the template must contain {body} exactly once"));
-    }
-    Ok(parts)
-}
 
-fn non_empty(paths: &Paths, field: &str, value: &str) -> Result<&'static str, PackError> {
-    if value.is_empty() {
-        Err(paths.err(field, "must not be empty"))
-    } else {
-        Ok(keep(value))
+    fn pointer(&self, pointer: &str) -> bool {
+        self.body() || self.fields.contains(&pointer)
     }
-}
 
-fn signature_format(
-    paths: &Paths,
-    spec: &SignatureFormatSpec,
-) -> Result<SignatureFormat, PackError> {
-    Ok(match spec {
-        SignatureFormatSpec::Plain(p) => SignatureFormat::Plain {
-            prefix: match &p.prefix {
-                Some(prefix) => Some(non_empty(paths, "signature.format.plain.prefix", prefix)?),
-                None if p.prefix_optional => {
-                    return Err(
-                        paths.err("signature.format.plain.prefix_optional", "needs a prefix")
-                    );
+    /// Whether a value found at every one of `from` is covered (`id_in_template`: the id
+    /// header is the `{id}` placeholder).
+    fn covers(&self, from: &[Location], id_in_template: bool) -> bool {
+        !from.is_empty()
+            && from.iter().all(|l| match l {
+                Location::Json { pointer, .. } => self.pointer(pointer),
+                Location::Header(h) => {
+                    id_in_template
+                        || self
+                            .template
+                            .iter()
+                            .any(|p| matches!(p, Part::Header(t) if t == h))
                 }
-                None => None,
-            },
-            prefix_optional: p.prefix_optional,
-            repeated_header: p.repeated_header,
-        },
-        SignatureFormatSpec::KeyValue(kv) => {
-            let f = |n: &str| format!("signature.format.key_value.{n}");
-            if kv.signature_keys.is_empty() {
-                return Err(paths.err(&f("signature_keys"), "must name at least one key"));
-            }
-            SignatureFormat::KeyValue {
-                pair_separator: non_empty(paths, &f("pair_separator"), &kv.pair_separator)?,
-                kv_separator: non_empty(paths, &f("kv_separator"), &kv.kv_separator)?,
-                signature_keys: kv.signature_keys.iter().map(|k| keep(k)).collect(),
-                timestamp_key: kv.timestamp_key.as_deref().map(keep),
-                skip_undecodable: kv.skip_undecodable,
-            }
-        }
-        SignatureFormatSpec::VersionedList(vl) => {
-            let f = |n: &str| format!("signature.format.versioned_list.{n}");
-            if vl.versions.is_empty() {
-                return Err(paths.err(&f("versions"), "must name at least one version"));
-            }
-            SignatureFormat::VersionedList {
-                separator: non_empty(paths, &f("separator"), &vl.separator)?,
-                version_separator: non_empty(
-                    paths,
-                    &f("version_separator"),
-                    &vl.version_separator,
-                )?,
-                versions: vl.versions.iter().map(|k| keep(k)).collect(),
-            }
-        }
-    })
-}
-
-fn timestamp_rule(
-    paths: &Paths,
-    spec: &TimestampSpec,
-    format: &SignatureFormat,
-) -> Result<TimestampRule, PackError> {
-    let from = locations(paths, "timestamp.from", &spec.from)?;
-    let shape_ok = match from.as_slice() {
-        [] => false,
-        [Location::SignatureParam(key)] => {
-            matches!(format, SignatureFormat::KeyValue { timestamp_key: Some(k), .. } if k == key)
-        }
-        [Location::Json { .. }] => true,
-        many => many.iter().all(|l| matches!(l, Location::Header(_))),
-    };
-    if !shape_ok {
-        return Err(paths.err(
-            "timestamp.from",
-            "expected header locations, or the signature format's timestamp_key as \
-             signature:<key>, or one json:/pointer",
-        ));
+                Location::SignatureParam(_) | Location::Query(_) => false,
+            })
     }
-    Ok(TimestampRule {
-        from,
-        format: pick(
-            paths,
-            "timestamp.format",
-            "timestamp format",
-            &spec.format,
-            &[
-                ("unix_seconds", TimeFormat::UnixSeconds),
-                ("unix_millis", TimeFormat::UnixMillis),
-                ("rfc3339", TimeFormat::Rfc3339),
-            ],
-        )?,
-        tolerance_seconds: spec.tolerance_seconds,
-        window: pick(
-            paths,
-            "timestamp.window",
-            "window",
-            &spec.window,
-            &[("past_only", Window::PastOnly), ("both", Window::Both)],
-        )?,
-    })
-}
-
-fn id_rule(paths: &Paths, spec: &EventIdSpec) -> Result<IdRule, PackError> {
-    if spec.from.is_empty() {
-        return Err(paths.err("event_id.from", "must name at least one location"));
-    }
-    if spec.compose {
-        let mut parts = Vec::new();
-        for (i, text) in spec.from.iter().enumerate() {
-            let field = format!("event_id.from[{i}]");
-            match location(paths, &field, text)? {
-                Location::Json { pointer, optional } => parts.push((pointer, optional)),
-                _ => return Err(paths.err(&field, "composed ids take json locations only")),
-            }
-        }
-        if parts.iter().all(|(_, optional)| *optional) {
-            return Err(paths.err("event_id.from", "a composed id needs a required part"));
-        }
-        return Ok(IdRule::Composed(parts));
-    }
-    let from = locations(paths, "event_id.from", &spec.from)?;
-    if from
-        .iter()
-        .any(|l| matches!(l, Location::SignatureParam(_)))
-    {
-        return Err(paths.err("event_id.from", "an event id is a header or json location"));
-    }
-    let headers = from.iter().all(|l| matches!(l, Location::Header(_)));
-    let json = from.iter().all(|l| matches!(l, Location::Json { .. }));
-    match (headers, json) {
-        (true, _) => Ok(IdRule::Headers(header_names(&from))),
-        (_, true) => Ok(IdRule::Json(
-            from.iter()
-                .filter_map(|l| match l {
-                    Location::Json { pointer, .. } => Some(*pointer),
-                    _ => None,
-                })
-                .collect(),
-        )),
-        _ => Err(paths.err(
-            "event_id.from",
-            "alternatives must all be headers or all be json",
-        )),
-    }
-}
-
-fn header_names(from: &[Location]) -> Vec<&'static str> {
-    from.iter()
-        .filter_map(|l| match l {
-            Location::Header(h) => Some(*h),
-            _ => None,
-        })
-        .collect()
-}
-
-fn handshake(paths: &Paths, i: usize, spec: &HandshakeSpec) -> Result<HandshakeRule, PackError> {
-    let f = |n: &str| format!("handshakes[{i}].{n}");
-    let when = location(paths, &f("when"), &spec.when)?;
-    let challenge = match location(paths, &f("challenge"), &spec.challenge)? {
-        Location::Json {
-            pointer,
-            optional: false,
-        } => pointer,
-        _ => return Err(paths.err(&f("challenge"), "the challenge is a json location")),
-    };
-    if matches!(
-        when,
-        Location::SignatureParam(_) | Location::Json { optional: true, .. }
-    ) {
-        return Err(paths.err(&f("when"), "expected a header or json location"));
-    }
-    let answer = match &spec.answer {
-        HandshakeAnswerSpec::EchoText => HandshakeAnswer::EchoText,
-        HandshakeAnswerSpec::EchoJson(e) => HandshakeAnswer::EchoJson {
-            field: non_empty(paths, &f("answer.echo_json.field"), &e.field)?,
-        },
-        HandshakeAnswerSpec::EchoWithDigest(e) => HandshakeAnswer::EchoWithDigest {
-            echo_field: non_empty(
-                paths,
-                &f("answer.echo_with_digest.echo_field"),
-                &e.echo_field,
-            )?,
-            digest_field: non_empty(
-                paths,
-                &f("answer.echo_with_digest.digest_field"),
-                &e.digest_field,
-            )?,
-        },
-    };
-    Ok(HandshakeRule {
-        when,
-        equals: keep(&spec.equals),
-        challenge,
-        answer,
-    })
-}
-
-/// Whether the signed bytes cover a value found at `from` (json: the body is signed).
-fn covered(from: &[Location], template: &[Part], id_in_template: bool) -> bool {
-    !from.is_empty()
-        && from.iter().all(|l| match l {
-            Location::Json { .. } => true,
-            Location::Header(h) => {
-                id_in_template
-                    || template
-                        .iter()
-                        .any(|p| matches!(p, Part::Header(t) if t == h))
-            }
-            Location::SignatureParam(_) => false,
-        })
 }
 
 impl PackSpec {
     /// Validates the pack into its executable form.
-    pub fn compile(&self) -> Result<PackAdapter, PackError> {
+    pub fn compile(&self) -> Result<Pack, PackError> {
         let root = Paths {
             root: format!("packs.{}", self.id),
         };
@@ -409,7 +83,10 @@ impl PackSpec {
             "scheme",
             "scheme",
             &self.scheme,
-            &[("hmac", Scheme::Hmac)],
+            &Scheme::ALL
+                .iter()
+                .map(|s| (s.as_str(), *s))
+                .collect::<Vec<_>>(),
         )?;
         let evidence = pick(
             paths,
@@ -465,11 +142,40 @@ impl PackSpec {
                 ("whsec_base64", SecretFormat::WhsecBase64),
                 ("hex", SecretFormat::Hex),
                 ("base64", SecretFormat::Base64),
+                ("ed25519_public_hex", SecretFormat::Ed25519PublicHex),
+                ("p256_spki_der_base64", SecretFormat::P256SpkiDerBase64),
+                ("x509_pem", SecretFormat::X509Pem),
             ],
         )?;
 
+        let public_key_format = match scheme {
+            Scheme::Ed25519 => Some(SecretFormat::Ed25519PublicHex),
+            Scheme::EcdsaP256 => Some(SecretFormat::P256SpkiDerBase64),
+            Scheme::RsaSha256Certificate => Some(SecretFormat::X509Pem),
+            _ => None,
+        };
+        let is_public = matches!(
+            secret_format,
+            SecretFormat::Ed25519PublicHex
+                | SecretFormat::P256SpkiDerBase64
+                | SecretFormat::X509Pem
+        );
+        if public_key_format.is_some_and(|f| f != secret_format)
+            || (public_key_format.is_none() && is_public)
+        {
+            return Err(paths.err(
+                "secret_format",
+                format!(
+                    "{:?} does not fit the {} scheme",
+                    self.secret_format,
+                    scheme.as_str()
+                ),
+            ));
+        }
+
         let sig = &self.signature;
-        if sig.headers.is_empty() {
+        let header_required = !matches!(scheme, Scheme::FieldsHmac);
+        if header_required && sig.headers.is_empty() {
             return Err(paths.err("signature.headers", "name at least one header"));
         }
         let signature_headers = sig
@@ -478,17 +184,34 @@ impl PackSpec {
             .enumerate()
             .map(|(i, h)| header_name(paths, &format!("signature.headers[{i}]"), h))
             .collect::<Result<Vec<_>, _>>()?;
-        let algorithm = pick(
-            paths,
-            "signature.algorithm",
-            "algorithm",
-            &sig.algorithm,
-            &[
-                ("hmac-sha1", Algorithm::Sha1),
-                ("hmac-sha256", Algorithm::Sha256),
-                ("hmac-sha512", Algorithm::Sha512),
-            ],
-        )?;
+        let hmac_based = matches!(
+            scheme,
+            Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac
+        );
+        let algorithm = match (&sig.algorithm, hmac_based) {
+            (Some(text), true) => pick(
+                paths,
+                "signature.algorithm",
+                "algorithm",
+                text,
+                &[
+                    ("hmac-sha1", Algorithm::Sha1),
+                    ("hmac-sha256", Algorithm::Sha256),
+                    ("hmac-sha512", Algorithm::Sha512),
+                ],
+            )?,
+            (None, true) => {
+                return Err(paths.err("signature.algorithm", "required by HMAC schemes"));
+            }
+            (Some(_), false) => {
+                return Err(paths.err(
+                    "signature.algorithm",
+                    format!("the {} scheme fixes its algorithm", scheme.as_str()),
+                ));
+            }
+            // Unused by the scheme; a placeholder keeps the struct simple.
+            (None, false) => Algorithm::Sha256,
+        };
         let encoding = pick(
             paths,
             "signature.encoding",
@@ -498,10 +221,115 @@ impl PackSpec {
                 ("hex", Encoding::Hex),
                 ("base64", Encoding::Base64),
                 ("base64url", Encoding::Base64Url),
+                ("text", Encoding::Text),
             ],
         )?;
-        let format = signature_format(paths, &sig.format)?;
-        let parts = template(paths, &sig.signed)?;
+        if (encoding == Encoding::Text) != (scheme == Scheme::SharedToken) {
+            return Err(paths.err(
+                "signature.encoding",
+                "\"text\" is the encoding of shared tokens, and only theirs",
+            ));
+        }
+        let format = match &sig.format {
+            Some(f) => signature_format(paths, f)?,
+            None if header_required || !signature_headers.is_empty() => {
+                return Err(paths.err("signature.format", "required with signature headers"));
+            }
+            None => SignatureFormat::Plain {
+                prefix: None,
+                prefix_optional: false,
+                repeated_header: false,
+            },
+        };
+        let parts = match (&sig.signed, scheme.uses_template()) {
+            (Some(text), true) => template(paths, text)?,
+            (None, true) => {
+                return Err(paths.err(
+                    "signature.signed",
+                    format!("required by the {} scheme", scheme.as_str()),
+                ));
+            }
+            (Some(_), false) => {
+                return Err(paths.err(
+                    "signature.signed",
+                    format!("the {} scheme builds its own signed bytes", scheme.as_str()),
+                ));
+            }
+            (None, false) => Vec::new(),
+        };
+        let option_rules = option_rules(paths, self)?;
+        for part in &parts {
+            if let Part::Option(name) = part
+                && !option_rules.iter().any(|o| o.name == *name && o.required)
+            {
+                return Err(paths.err(
+                    "signature.signed",
+                    format!("{{option:{name}}} needs a required option {name:?} in options"),
+                ));
+            }
+        }
+        let fields = if scheme == Scheme::FieldsHmac {
+            if sig.fields.is_empty() {
+                return Err(paths.err("signature.fields", "name the signed fields"));
+            }
+            for (i, f) in sig.fields.iter().enumerate() {
+                if !f.starts_with('/') {
+                    return Err(paths.err(
+                        &format!("signature.fields[{i}]"),
+                        format!("JSON pointer {f:?} must start with \"/\""),
+                    ));
+                }
+            }
+            let signature = match &sig.field_signature {
+                Some(s) if s.starts_with('/') => keep(s),
+                _ => {
+                    return Err(paths.err(
+                        "signature.field_signature",
+                        "the JSON pointer of the signature inside the signed object",
+                    ));
+                }
+            };
+            if self.batch.is_none() && sig.object.is_empty() {
+                return Err(paths.err(
+                    "signature.object",
+                    "without a batch, name where the signed object lives",
+                ));
+            }
+            Some(FieldsRule {
+                fields: sig.fields.iter().map(|f| keep(f)).collect(),
+                separator: keep(&sig.field_separator),
+                signature,
+                object: sig.object.iter().map(|o| keep(o)).collect(),
+            })
+        } else {
+            if !sig.fields.is_empty() || sig.field_signature.is_some() || !sig.object.is_empty() {
+                return Err(paths.err("signature.fields", "only for the fields_hmac scheme"));
+            }
+            None
+        };
+        let url_scheme = scheme == Scheme::UrlParamsHmac;
+        if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
+            return Err(paths.err(
+                "signature.body_hash_param",
+                "only for the url_params_hmac scheme",
+            ));
+        }
+        if url_scheme && sig.body_hash_param.is_none() {
+            return Err(paths.err(
+                "signature.body_hash_param",
+                "required: a non-form body is bound by its hash",
+            ));
+        }
+        let algorithm_header = sig
+            .algorithm_header
+            .as_deref()
+            .map(|h| header_name(paths, "signature.algorithm_header", h))
+            .transpose()?;
+        let body_hash_param = sig
+            .body_hash_param
+            .as_deref()
+            .map(|p| non_empty(paths, "signature.body_hash_param", p))
+            .transpose()?;
 
         let timestamp = self
             .timestamp
@@ -527,19 +355,55 @@ impl PackSpec {
         let ts_from_body = timestamp
             .as_ref()
             .is_some_and(|t| matches!(t.from.as_slice(), [Location::Json { .. }]));
-        if ts_in_template && (timestamp.is_none() || ts_from_body) {
-            return Err(paths.err(
-                "signature.signed",
-                "{ts} needs a timestamp taken from a header or the signature header",
-            ));
-        }
-        if timestamp.is_some() && !ts_in_template && !ts_from_body {
+        if let Some(rules) = &fields {
+            // The timestamp of a fields_hmac pack is one of its signed fields.
+            if let Some(t) = &timestamp {
+                let signed = match t.from.as_slice() {
+                    [Location::Json { pointer, .. }] => rules.fields.contains(pointer),
+                    _ => false,
+                };
+                if !signed {
+                    return Err(paths.err(
+                        "timestamp.from",
+                        "a fields_hmac timestamp is one json pointer among signature.fields",
+                    ));
+                }
+            }
+        } else if scheme.uses_template() {
+            if ts_in_template && (timestamp.is_none() || ts_from_body) {
+                return Err(paths.err(
+                    "signature.signed",
+                    "{ts} needs a timestamp taken from a header or the signature header",
+                ));
+            }
+            if timestamp.is_some() && !ts_in_template && !ts_from_body {
+                return Err(paths.err(
+                    "timestamp",
+                    "the timestamp is not signed ({ts} is not in signature.signed); leave it out",
+                ));
+            }
+        } else if timestamp.is_some() {
             return Err(paths.err(
                 "timestamp",
-                "the timestamp is not signed ({ts} is not in signature.signed); leave it out",
+                format!("the {} scheme signs no timestamp", scheme.as_str()),
             ));
         }
 
+        // Signed fields as pointers into the document (batch items: into each item).
+        let covered_fields: Vec<&'static str> = match &fields {
+            None => Vec::new(),
+            Some(f) if self.batch.is_some() => f.fields.clone(),
+            Some(f) => f
+                .object
+                .iter()
+                .flat_map(|o| f.fields.iter().map(move |p| keep(&format!("{o}{p}"))))
+                .collect(),
+        };
+        let coverage = Coverage {
+            scheme,
+            template: &parts,
+            fields: &covered_fields,
+        };
         let event_id = id_rule(paths, &self.event_id)?;
         let id_in_template = parts.iter().any(|p| matches!(p, Part::Id));
         if id_in_template && !matches!(event_id, IdRule::Headers(_)) {
@@ -547,7 +411,8 @@ impl PackSpec {
         }
         let id_signed = match &event_id {
             IdRule::Headers(_) => id_in_template,
-            IdRule::Json(_) | IdRule::Composed(_) => true,
+            IdRule::Json(pointers) => pointers.iter().all(|p| coverage.pointer(p)),
+            IdRule::Composed(parts) => parts.iter().all(|(p, _)| coverage.pointer(p)),
         };
         if id_signed != self.event_id.signed {
             return Err(paths.err(
@@ -563,6 +428,32 @@ impl PackSpec {
                 ),
             ));
         }
+        let id_fallback_signature = match self.event_id.fallback.as_deref() {
+            None => false,
+            Some("signature") => {
+                let single = matches!(
+                    format,
+                    SignatureFormat::Plain {
+                        repeated_header: false,
+                        ..
+                    }
+                ) && !signature_headers.is_empty()
+                    && encoding != Encoding::Text;
+                if !single {
+                    return Err(paths.err(
+                        "event_id.fallback",
+                        "needs one signature from a plain signature header",
+                    ));
+                }
+                true
+            }
+            Some(other) => {
+                return Err(paths.err(
+                    "event_id.fallback",
+                    format!("unknown fallback {other:?} (expected signature)"),
+                ));
+            }
+        };
         let retries_keep_id = pick(
             paths,
             "event_id.retries_keep_id",
@@ -580,12 +471,12 @@ impl PackSpec {
                 let from = locations(paths, "event_type.from", &t.from)?;
                 if from
                     .iter()
-                    .any(|l| matches!(l, Location::SignatureParam(_)))
+                    .any(|l| matches!(l, Location::SignatureParam(_) | Location::Query(_)))
                     || from.is_empty()
                 {
                     return Err(paths.err("event_type.from", "expected header or json locations"));
                 }
-                let signed = covered(&from, &parts, false);
+                let signed = coverage.covers(&from, false);
                 if signed != t.signed {
                     return Err(paths.err(
                         "event_type.signed",
@@ -603,14 +494,16 @@ impl PackSpec {
         let object_id = locations(paths, "object_id", &self.object_id)?;
         let object_version = locations(paths, "object_version", &self.object_version)?;
         let created_at = locations(paths, "created_at", &self.created_at)?;
+        let replay_key = locations(paths, "replay_key", &self.replay_key)?;
         for (field, locs) in [
             ("object_id", &object_id),
             ("object_version", &object_version),
             ("created_at", &created_at),
+            ("replay_key", &replay_key),
         ] {
             if locs
                 .iter()
-                .any(|l| matches!(l, Location::SignatureParam(_)))
+                .any(|l| matches!(l, Location::SignatureParam(_) | Location::Query(_)))
             {
                 return Err(paths.err(field, "expected header or json locations"));
             }
@@ -619,13 +512,15 @@ impl PackSpec {
             .handshakes
             .iter()
             .enumerate()
-            .map(|(i, h)| handshake(paths, i, h))
+            .map(|(i, h)| super::syntax::handshake(paths, i, h))
             .collect::<Result<Vec<_>, _>>()?;
         let form_payload_field = self
             .form_payload_field
             .as_deref()
             .map(|f| non_empty(paths, "form_payload_field", f))
             .transpose()?;
+        let batch = batch_rule(paths, self)?;
+        let answers = answer_rules(paths, self, &option_rules)?;
 
         let needs_replay_defence = !id_signed && timestamp.is_none();
         let replay_defence = match &self.replay_defence {
@@ -635,13 +530,27 @@ impl PackSpec {
                     "replay_defence",
                     "replay defence",
                     value,
-                    &[("body_digest", ReplayDefence::BodyDigest)],
+                    &[
+                        ("body_digest", ReplayDefence::BodyDigest),
+                        ("signed_token", ReplayDefence::SignedToken),
+                    ],
                 )?;
-                if !needs_replay_defence {
-                    return Err(paths.err(
-                        "replay_defence",
-                        "only for packs whose id and timestamp are both unsigned",
-                    ));
+                match defence {
+                    ReplayDefence::BodyDigest if !needs_replay_defence => {
+                        return Err(paths.err(
+                            "replay_defence",
+                            "only for packs whose id and timestamp are both unsigned",
+                        ));
+                    }
+                    ReplayDefence::SignedToken
+                        if replay_key.is_empty() || !coverage.covers(&replay_key, false) =>
+                    {
+                        return Err(paths.err(
+                            "replay_defence",
+                            "signed_token needs a replay_key the signature covers",
+                        ));
+                    }
+                    _ => {}
                 }
                 Some(defence)
             }
@@ -653,6 +562,9 @@ impl PackSpec {
             }
             None => None,
         };
+        if !replay_key.is_empty() && replay_defence != Some(ReplayDefence::SignedToken) {
+            return Err(paths.err("replay_key", "only with replay_defence \"signed_token\""));
+        }
 
         // Headers whose repetition is refused as `duplicated_signature`: everything signed.
         let repeated = matches!(
@@ -677,14 +589,34 @@ impl PackSpec {
                 signed_headers.push(h);
             }
         }
+        if let Some(h) = algorithm_header {
+            signed_headers.push(h);
+        }
         let mut unique = Vec::new();
         for h in signed_headers {
             if !unique.contains(&h) {
                 unique.push(h);
             }
         }
-        Ok(PackAdapter {
+        let mut methods = vec![http::Method::POST];
+        for h in &handshakes {
+            if !methods.contains(&h.method) {
+                methods.push(h.method.clone());
+            }
+        }
+        Ok(Pack {
             id: keep(&self.id),
+            vectors: self.vectors,
+            notes: self.notes.clone(),
+            options: option_rules,
+            batch,
+            answers,
+            replay_key,
+            fields,
+            algorithm_header,
+            body_hash_param,
+            id_fallback_signature,
+            methods,
             display_name: keep(&self.display_name),
             scheme,
             evidence,

@@ -1,24 +1,36 @@
 //! Providers as data: a **pack** declares how one provider signs its webhooks, and one engine
-//! ([`PackAdapter`], an [`crate::Adapter`]) executes it in the ingress order of the crate root.
+//! ([`Pack`]) executes it in the ingress order of the crate root.
+//!
+//! Code map: `spec` (the JSON form), `syntax` + `compile` (validation into [`Pack`]), `engine`
+//! (metadata, verification, freshness), `schemes` (the URL- and field-signing schemes),
+//! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
+//! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
+//! context, options, outcomes), `docs` (listing and `docs/providers.md`).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
 //! Deserialised with `deny_unknown_fields` into [`PackSpec`], then [`PackSpec::compile`]d into a
-//! [`PackAdapter`]; errors name the field path (`packs.linear.signature.encoding: unknown
-//! encoding "hexx" (expected hex, base64, base64url)`).
+//! [`Pack`]; errors name the field path (`packs.linear.signature.encoding: unknown
+//! encoding "hexx" (expected hex, base64, base64url, text)`).
 //!
 //! - `id` (the vector file's name), `display_name`, `evidence` (`docs` | `sdk` |
-//!   `experimental`), `sources` (https URLs), `notes`.
-//! - `scheme`: the code that executes the pack. `hmac` (HMAC over a template) is the only one
-//!   so far; public-key and field-selecting schemes are further variants of [`Scheme`].
+//!   `experimental`), `sources` (https URLs), `notes`, `vectors` (how many known-answer
+//!   vectors the pack ships; a test compares it with `testdata/vectors`).
+//! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
+//!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
+//!   `fields_hmac`.
 //! - `content_types` (accepted media types; an absent `Content-Type` is accepted, a different
 //!   one answers 415) and `send_content_type` (what `sign` sends).
 //! - `secret_format`: how a configured secret becomes the key — `utf8` (verbatim),
-//!   `whsec_base64` (optional `whsec_` prefix, base64-decoded), `hex`, `base64`.
-//! - `signature`: `headers` (lookup order), `algorithm` (`hmac-sha1` | `hmac-sha256` |
-//!   `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url`), `signed` (the
-//!   signed-bytes template: literal text and `{body}` — exactly once —, `{ts}` and `{id}` as
-//!   sent, `{header:Name}`; parsed once at compile time), and `format`, one of
+//!   `whsec_base64` (optional `whsec_` prefix, base64-decoded), `hex`, `base64`, and for the
+//!   public-key schemes `ed25519_public_hex`, `p256_spki_der_base64`, `x509_pem` (a pinned
+//!   certificate; the request never chooses it).
+//! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
+//!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
+//!   `text` for shared tokens), `signed` (template schemes: literal text and `{body}` or
+//!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
+//!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
+//!   parsed once at compile time), and `format`, one of
 //!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false}}`:
 //!     the value is one signature; with `repeated_header` every occurrence is a candidate;
 //!   - `{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["v1"],
@@ -26,37 +38,69 @@
 //!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
 //!     Standard Webhooks-like lists, other versions ignored.
 //!
-//!   The request verifies if any candidate matches any trusted secret (constant time).
+//!   `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
+//!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
+//!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
+//!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
+//!   document). The request verifies if any candidate matches any trusted secret (constant
+//!   time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
-//!   `json:/pointer` read from the verified body), `format` (`unix_seconds` | `unix_millis` |
-//!   `rfc3339`), `tolerance_seconds`, `window` (`past_only`: only stale ones are refused, as the
-//!   provider's SDK does; `both`: a future timestamp beyond the tolerance is refused too). The
-//!   boundary is accepted; freshness is checked only after the signature verified.
+//!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
+//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339`), `tolerance_seconds`, `window`
+//!   (`past_only`: only stale ones are refused, as the provider's SDK does; `both`: a future
+//!   timestamp beyond the tolerance is refused too). The boundary is accepted; freshness is
+//!   checked only after the signature verified.
 //! - `event_id`: `from` (alternatives: `header:Name`… or `json:/pointer`…; with `"compose":
-//!   true` the signed JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against
-//!   the template), `retries_keep_id` (`yes` | `no` | `unknown`).
+//!   true` the JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against what
+//!   the scheme covers), `retries_keep_id` (`yes` | `no` | `unknown`), `fallback`
+//!   (`signature`: without an id, `sig:` + the verified signature in hex).
 //! - `event_type` (`from`, `signed`), `object_id`, `object_version`, `created_at`: locations,
-//!   the first present wins.
-//! - `handshakes`: `when` (a location) `equals` a value → answer from `challenge` (a JSON
-//!   location) as `echo_text`, `{"echo_json": {"field"}}` or `{"echo_with_digest":
-//!   {"echo_field", "digest_field"}}` (hex HMAC of the challenge with the matched secret).
-//!   Answered only after verification; never stored.
+//!   the first present wins (for a batch: inside each item).
+//! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
+//!   element): one event per item, all or nothing.
+//! - `handshakes`: `method` (`POST` default, `GET`, `OPTIONS`), `when` (a location) `equals` a
+//!   value, `also_present` (locations) → answer from `challenge` (a JSON location) as
+//!   `echo_text`, `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field",
+//!   "digest_field"}}` (hex HMAC of the challenge with the matched secret), or a
+//!   `{"constant": {"status", "content_type", "body"}}`. Answered only after verification;
+//!   never stored.
+//! - `answers`: the provider-required answer to accepted events, first rule whose
+//!   `when_present` location is present (or without one) wins: `status` (2xx),
+//!   `content_type`, `body`, `body_option` (an option that replaces the body).
+//! - `options`: `name`, `required`, `format` (`text` | `json`), `description` — checked by
+//!   [`Pack::check_options`] when the configuration loads.
 //! - `require_body` (empty body → 400 `missing_body`), `form_payload_field` (form deliveries
-//!   carry the JSON in that field), `replay_defence` (`body_digest`: required exactly when
-//!   neither the id nor a timestamp is signed), `redelivery_horizon_seconds`.
+//!   carry the JSON in that field; otherwise a form body reads as an object of its fields),
+//!   `replay_defence` (`body_digest`: required exactly when neither the id nor a timestamp is
+//!   signed; `signed_token` with `replay_key`, the signed one-time value whose reuse is a
+//!   duplicate), `redelivery_horizon_seconds`.
 //!
 //! Built-in packs are embedded from `packs/*.json`: [`builtin`], [`builtin_packs`].
 
 use std::sync::OnceLock;
 
+mod api;
 mod compile;
+mod docs;
 mod engine;
+mod extract;
+mod primitives;
+mod schemes;
+mod sign;
 mod spec;
+mod syntax;
+
+pub use api::{
+    Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
+    SignTarget, SignedDelivery, check_public_url,
+};
+pub use docs::render_providers_markdown;
+pub use primitives::SigningKey;
 
 pub use spec::{
-    EchoJsonSpec, EchoWithDigestSpec, EventIdSpec, EventTypeSpec, HandshakeAnswerSpec,
-    HandshakeSpec, KeyValueFormatSpec, PackSpec, PlainFormatSpec, SignatureFormatSpec,
-    SignatureSpec, TimestampSpec, VersionedListFormatSpec,
+    AnswerSpec, BatchSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec,
+    EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, KeyValueFormatSpec, OptionSpec, PackSpec,
+    PlainFormatSpec, SignatureFormatSpec, SignatureSpec, TimestampSpec, VersionedListFormatSpec,
 };
 
 /// A pack that failed to parse or validate: the field path and what is wrong. Never carries
@@ -74,19 +118,68 @@ impl PackError {
     }
 }
 
-/// The code scheme that executes a pack. Public-key and field-selecting schemes are further
-/// variants when they are implemented.
+/// The code scheme that executes a pack: each is small, named by what it does, and selected
+/// by the pack's `scheme`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {
     /// HMAC over a signed-bytes template.
     Hmac,
+    /// Ed25519 over a signed-bytes template, verified with a configured public key.
+    Ed25519,
+    /// ECDSA P-256 / SHA-256 (DER signature) over a template, with a configured SPKI key.
+    EcdsaP256,
+    /// RSA PKCS#1 v1.5 / SHA-256 over a template, with the public key of a configured (pinned)
+    /// certificate; never one fetched from a URL the request names.
+    RsaSha256Certificate,
+    /// A shared token in a header, compared in constant time (authenticates nothing else).
+    SharedToken,
+    /// HMAC over the endpoint URL followed by the sorted form parameters (name + value); a
+    /// non-form body is bound by its hex SHA-256 in a signed query parameter.
+    UrlParamsHmac,
+    /// HMAC over selected fields of a signed object (each item of a batch, or an object
+    /// embedded in the body), the signature read from the object itself; without such an
+    /// object, HMAC over the raw body with the signature in a header.
+    FieldsHmac,
 }
 
 impl Scheme {
+    pub const ALL: &'static [Scheme] = &[
+        Scheme::Hmac,
+        Scheme::Ed25519,
+        Scheme::EcdsaP256,
+        Scheme::RsaSha256Certificate,
+        Scheme::SharedToken,
+        Scheme::UrlParamsHmac,
+        Scheme::FieldsHmac,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Scheme::Hmac => "hmac",
+            Scheme::Ed25519 => "ed25519",
+            Scheme::EcdsaP256 => "ecdsa_p256",
+            Scheme::RsaSha256Certificate => "rsa_sha256_certificate",
+            Scheme::SharedToken => "shared_token",
+            Scheme::UrlParamsHmac => "url_params_hmac",
+            Scheme::FieldsHmac => "fields_hmac",
         }
+    }
+
+    /// Whether the configured secret both signs and verifies (so `sign` can produce
+    /// deliveries from it).
+    pub fn shared_secret(self) -> bool {
+        !matches!(
+            self,
+            Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate
+        )
+    }
+
+    /// Whether the signed bytes follow the pack's `signature.signed` template.
+    pub(crate) fn uses_template(self) -> bool {
+        matches!(
+            self,
+            Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate
+        )
     }
 }
 
@@ -116,11 +209,33 @@ pub enum RetriesKeepId {
     Unknown,
 }
 
+impl RetriesKeepId {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetriesKeepId::Yes => "yes",
+            RetriesKeepId::No => "no",
+            RetriesKeepId::Unknown => "unknown",
+        }
+    }
+}
+
 /// How replays of a captured request under a fresh unsigned id are recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayDefence {
     /// A keyed digest of the verified body, remembered for the idempotency window.
     BodyDigest,
+    /// A signed one-time value ([`Delivery::Events`]`.replay_key`): a reuse answers
+    /// `duplicate` of the row it first created (Mailgun's token).
+    SignedToken,
+}
+
+impl ReplayDefence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayDefence::BodyDigest => "body_digest",
+            ReplayDefence::SignedToken => "signed_token",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +244,9 @@ pub(crate) enum SecretFormat {
     WhsecBase64,
     Hex,
     Base64,
+    Ed25519PublicHex,
+    P256SpkiDerBase64,
+    X509Pem,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +261,8 @@ pub(crate) enum Encoding {
     Hex,
     Base64,
     Base64Url,
+    /// The header text itself (shared tokens).
+    Text,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +290,8 @@ pub(crate) enum Location {
     },
     /// An item of a `key_value` signature header.
     SignatureParam(&'static str),
+    /// A parameter of the request's raw query string (percent-decoded).
+    Query(&'static str),
 }
 
 /// One piece of the signed bytes.
@@ -180,6 +302,12 @@ pub(crate) enum Part {
     Timestamp,
     Id,
     Header(&'static str),
+    /// The endpoint's `public_url` (its query replaced by the request's raw query, if any).
+    Url,
+    /// A per-endpoint option's value.
+    Option(&'static str),
+    /// The CRC-32 of the body as an unsigned decimal (PayPal).
+    BodyCrc32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,20 +359,76 @@ pub(crate) enum HandshakeAnswer {
         echo_field: &'static str,
         digest_field: &'static str,
     },
+    Constant {
+        status: u16,
+        content_type: Option<&'static str>,
+        body: &'static str,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct HandshakeRule {
+    pub(crate) method: http::Method,
     pub(crate) when: Location,
     pub(crate) equals: &'static str,
-    pub(crate) challenge: &'static str,
+    pub(crate) also_present: Vec<Location>,
+    pub(crate) challenge: Option<&'static str>,
     pub(crate) answer: HandshakeAnswer,
 }
 
-/// A compiled pack: the [`crate::Adapter`] for one provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AnswerRule {
+    pub(crate) when_present: Option<Location>,
+    pub(crate) status: u16,
+    pub(crate) content_type: Option<&'static str>,
+    pub(crate) body: &'static str,
+    pub(crate) body_option: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionFormat {
+    Text,
+    Json,
+}
+
+/// An option a pack reads from the endpoint's `options = { … }`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionRule {
+    pub name: &'static str,
+    pub required: bool,
+    pub format: OptionFormat,
+    pub description: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BatchRule {
+    pub(crate) items: &'static str,
+    pub(crate) item: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldsRule {
+    pub(crate) fields: Vec<&'static str>,
+    pub(crate) separator: &'static str,
+    pub(crate) signature: &'static str,
+    pub(crate) object: Vec<&'static str>,
+}
+
+/// A compiled pack: everything the engine needs to receive one provider's webhooks.
 #[derive(Debug)]
-pub struct PackAdapter {
+pub struct Pack {
     id: &'static str,
+    vectors: u32,
+    notes: Option<String>,
+    options: Vec<OptionRule>,
+    batch: Option<BatchRule>,
+    answers: Vec<AnswerRule>,
+    replay_key: Vec<Location>,
+    fields: Option<FieldsRule>,
+    algorithm_header: Option<&'static str>,
+    body_hash_param: Option<&'static str>,
+    id_fallback_signature: bool,
+    methods: Vec<http::Method>,
     display_name: &'static str,
     scheme: Scheme,
     evidence: Evidence,
@@ -274,7 +458,36 @@ pub struct PackAdapter {
     duplicate_checked_headers: &'static [&'static str],
 }
 
-impl PackAdapter {
+/// The former name of [`Pack`] (when packs implemented the transitional [`crate::Adapter`]).
+pub type PackAdapter = Pack;
+
+impl Pack {
+    /// The provider id used in configuration (the vector file's name).
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+    /// The `Content-Type` that `sign` sends.
+    pub fn send_content_type(&self) -> &'static str {
+        self.send_content_type
+    }
+    pub fn vectors(&self) -> u32 {
+        self.vectors
+    }
+    pub fn notes(&self) -> Option<&str> {
+        self.notes.as_deref()
+    }
+    /// The options this pack reads from an endpoint's `options`.
+    pub fn options(&self) -> &[OptionRule] {
+        &self.options
+    }
+    /// Whether the signed bytes include the endpoint URL (`public_url` is then required).
+    pub fn needs_public_url(&self) -> bool {
+        self.scheme == Scheme::UrlParamsHmac || self.template.contains(&Part::Url)
+    }
+    /// Whether one request may carry several events.
+    pub fn batched(&self) -> bool {
+        self.batch.is_some()
+    }
     pub fn display_name(&self) -> &'static str {
         self.display_name
     }
@@ -304,9 +517,13 @@ impl PackAdapter {
     pub fn redelivery_horizon_seconds(&self) -> Option<u64> {
         self.redelivery_horizon_seconds
     }
+    /// Parses the private key of a public-key pack, for [`Pack::sign_with_private_key`].
+    pub fn decode_signing_key(&self, text: &str) -> Result<SigningKey, crate::SecretFormatError> {
+        SigningKey::decode(self.scheme, text)
+    }
     /// Whether `sign` can produce deliveries (a shared secret signs and verifies).
     pub fn has_shared_secret(&self) -> bool {
-        matches!(self.scheme, Scheme::Hmac)
+        self.scheme.shared_secret()
     }
 }
 
@@ -334,10 +551,18 @@ const BUILTIN_FILES: &[(&str, &str)] = &[
     ("sentry", include_str!("../../packs/sentry.json")),
     ("twitch", include_str!("../../packs/twitch.json")),
     ("zoom", include_str!("../../packs/zoom.json")),
+    ("adyen", include_str!("../../packs/adyen.json")),
+    ("discord", include_str!("../../packs/discord.json")),
+    ("gitlab", include_str!("../../packs/gitlab.json")),
+    ("mailgun", include_str!("../../packs/mailgun.json")),
+    ("paypal", include_str!("../../packs/paypal.json")),
+    ("sendgrid", include_str!("../../packs/sendgrid.json")),
+    ("square", include_str!("../../packs/square.json")),
+    ("twilio", include_str!("../../packs/twilio.json")),
 ];
 
 /// Parses and compiles one built-in pack file (tests compile every one of them).
-pub fn compile_builtin(id: &str) -> Option<Result<PackAdapter, PackError>> {
+pub fn compile_builtin(id: &str) -> Option<Result<Pack, PackError>> {
     let (_, text) = BUILTIN_FILES.iter().find(|(file, _)| *file == id)?;
     let label = format!("packs.{id}");
     Some(PackSpec::from_json(&label, text).and_then(|spec| {
@@ -353,8 +578,8 @@ pub fn compile_builtin(id: &str) -> Option<Result<PackAdapter, PackError>> {
 }
 
 /// Every built-in pack, compiled once per process.
-pub fn builtin_packs() -> &'static [PackAdapter] {
-    static PACKS: OnceLock<Vec<PackAdapter>> = OnceLock::new();
+pub fn builtin_packs() -> &'static [Pack] {
+    static PACKS: OnceLock<Vec<Pack>> = OnceLock::new();
     PACKS.get_or_init(|| {
         BUILTIN_FILES
             .iter()
@@ -369,6 +594,6 @@ pub fn builtin_packs() -> &'static [PackAdapter] {
 }
 
 /// The built-in pack with this id.
-pub fn builtin(id: &str) -> Option<&'static PackAdapter> {
+pub fn builtin(id: &str) -> Option<&'static Pack> {
     builtin_packs().iter().find(|p| p.id == id)
 }

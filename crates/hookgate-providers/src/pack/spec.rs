@@ -13,8 +13,10 @@ use super::PackError;
 pub struct PackSpec {
     pub id: String,
     pub display_name: String,
-    /// The verification scheme in code that executes this pack: `hmac`.
+    /// The verification scheme in code that executes this pack (see [`crate::pack::Scheme`]).
     pub scheme: String,
+    /// How many known-answer vectors the pack ships (a test checks it against testdata).
+    pub vectors: u32,
     /// `docs`, `sdk` or `experimental`.
     pub evidence: String,
     pub sources: Vec<String>,
@@ -54,20 +56,96 @@ pub struct PackSpec {
     /// How far back the provider may redeliver an event (automatic retries or manual resends).
     #[serde(default)]
     pub redelivery_horizon_seconds: Option<u64>,
+    /// Per-endpoint settings the pack reads (`options = { … }` in the endpoint configuration).
+    #[serde(default)]
+    pub options: Vec<OptionSpec>,
+    /// One request carrying several events: where the items live.
+    #[serde(default)]
+    pub batch: Option<BatchSpec>,
+    /// The provider-required answer to accepted events; the first matching rule wins, no
+    /// rule (or none matching) = hookgate's own 200 answer.
+    #[serde(default)]
+    pub answers: Vec<AnswerSpec>,
+    /// Where a signed one-time value lives that must never be accepted twice (Mailgun's
+    /// token): the ingress answers a reuse as a duplicate. Locations, first present wins.
+    #[serde(default)]
+    pub replay_key: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionSpec {
+    pub name: String,
+    #[serde(default)]
+    pub required: bool,
+    /// `text` (any non-empty string) or `json` (a JSON document).
+    pub format: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchSpec {
+    /// JSON pointer of the array of items (`""` = the body is the array).
+    pub items: String,
+    /// JSON pointer inside each element to the item itself (Adyen's `/NotificationRequestItem`).
+    #[serde(default)]
+    pub item: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerSpec {
+    /// A location that must be present for the rule to apply (absent = always).
+    #[serde(default)]
+    pub when_present: Option<String>,
+    pub status: u16,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    #[serde(default)]
+    pub body: String,
+    /// An option whose value, when the endpoint sets it, replaces `body`.
+    #[serde(default)]
+    pub body_option: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SignatureSpec {
     /// Header names carrying the signature, in lookup order (the first present is used).
+    #[serde(default)]
     pub headers: Vec<String>,
-    pub format: SignatureFormatSpec,
-    /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512`.
-    pub algorithm: String,
-    /// `hex` (lower case), `base64` or `base64url`.
+    #[serde(default)]
+    pub format: Option<SignatureFormatSpec>,
+    /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512` (HMAC schemes only).
+    #[serde(default)]
+    pub algorithm: Option<String>,
+    /// `hex` (lower case), `hex_any_case`, `base64`, `base64url` or `text` (shared tokens).
     pub encoding: String,
-    /// The signed-bytes template: literal text and `{body}`, `{ts}`, `{id}`, `{header:Name}`.
-    pub signed: String,
+    /// The signed-bytes template: literal text and `{body}` (or `{body_crc32}`), `{ts}`,
+    /// `{id}`, `{header:Name}`, `{url}`, `{option:name}`.
+    #[serde(default)]
+    pub signed: Option<String>,
+    /// `url_params_hmac`: a header whose `algorithm=` item selects the HMAC (Twilio's
+    /// SharedKey settings).
+    #[serde(default)]
+    pub algorithm_header: Option<String>,
+    /// `url_params_hmac`: the query parameter carrying the hex SHA-256 of a non-form body.
+    #[serde(default)]
+    pub body_hash_param: Option<String>,
+    /// `fields_hmac`: JSON pointers (inside the signed object) of the signed fields.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// `fields_hmac`: what joins the fields (`:` for Adyen, nothing for Mailgun).
+    #[serde(default)]
+    pub field_separator: String,
+    /// `fields_hmac`: pointer (inside the signed object) of the signature.
+    #[serde(default)]
+    pub field_signature: Option<String>,
+    /// `fields_hmac` without a batch: candidate pointers of the signed object, first present
+    /// wins (`""` = the whole document).
+    #[serde(default)]
+    pub object: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -140,6 +218,10 @@ pub struct EventIdSpec {
     pub signed: bool,
     /// `yes`, `no` or `unknown`: whether retries and manual redeliveries keep the id.
     pub retries_keep_id: String,
+    /// When no location yields an id: `signature` = `sig:` + the verified signature in hex
+    /// (the provider's own keyed MAC of what it signed; stable across identical redeliveries).
+    #[serde(default)]
+    pub fallback: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -153,11 +235,19 @@ pub struct EventTypeSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandshakeSpec {
+    /// The method the handshake arrives with: `POST` (default), `GET` or `OPTIONS`.
+    #[serde(default)]
+    pub method: Option<String>,
     /// Where the discriminator lives (`json:/type`, `header:Name`).
     pub when: String,
+    /// The discriminator's value (a JSON number is compared by its decimal text).
     pub equals: String,
-    /// Where the challenge text lives (`json:/challenge`).
-    pub challenge: String,
+    /// Locations that must also be present (Discord: an interaction PING has a `token`).
+    #[serde(default)]
+    pub also_present: Vec<String>,
+    /// Where the challenge text lives (`json:/challenge`); not for constant answers.
+    #[serde(default)]
+    pub challenge: Option<String>,
     pub answer: HandshakeAnswerSpec,
 }
 
@@ -172,6 +262,18 @@ pub enum HandshakeAnswerSpec {
     EchoJson(EchoJsonSpec),
     /// `{"<echo_field>": challenge, "<digest_field>": hex HMAC(secret, challenge)}`.
     EchoWithDigest(EchoWithDigestSpec),
+    /// A fixed answer (Discord PING: `{"type":1}`; webhook PING: 204).
+    Constant(ConstantAnswerSpec),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConstantAnswerSpec {
+    pub status: u16,
+    #[serde(default)]
+    pub content_type: Option<String>,
+    #[serde(default)]
+    pub body: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,0 +1,297 @@
+//! The provider's side: a delivery signed exactly as the provider would send it, for
+//! `hookgate send`, the load generator and round-trip tests. Shared-secret schemes sign with
+//! the configured secret; the public-key schemes need the private key ([`SigningKey`]).
+
+use serde_json::Value;
+
+use super::engine::{TemplateInputs, first_header};
+use super::primitives::{Signer, SigningKey, sha256_hex};
+use super::schemes::sorted_params;
+use super::{
+    EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
+    SignedDelivery,
+};
+use crate::common;
+use crate::{IdLocation, SecretMaterial, SignRequest};
+
+/// Sets `value` at a JSON pointer, creating the objects on the way (array elements must
+/// exist).
+fn set_pointer(doc: &mut Value, pointer: &str, value: Value) {
+    let mut node = doc;
+    let mut keys = pointer
+        .split('/')
+        .skip(1)
+        .map(|k| k.replace("~1", "/").replace("~0", "~"))
+        .peekable();
+    while let Some(key) = keys.next() {
+        if let Value::Array(items) = node {
+            match key.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                Some(item) => {
+                    node = item;
+                    continue;
+                }
+                None => return,
+            }
+        }
+        if !node.is_object() {
+            *node = Value::Object(serde_json::Map::new());
+        }
+        let Value::Object(map) = node else {
+            return;
+        };
+        if keys.peek().is_none() {
+            map.insert(key, value);
+            return;
+        }
+        node = map
+            .entry(key)
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    }
+}
+
+impl Pack {
+    /// Where this provider puts its logical event id (`hookgate send --event-id`).
+    pub fn id_location(&self) -> IdLocation {
+        match &self.event_id {
+            IdRule::Headers(names) => IdLocation::Header(names[0]),
+            IdRule::Json(pointers) => IdLocation::BodyPointer(pointers[0]),
+            IdRule::Composed(parts) => IdLocation::BodyPointer(parts[0].0),
+        }
+    }
+
+    fn signature_value(&self, encoded: &str, timestamp: Option<&str>) -> String {
+        match &self.format {
+            SignatureFormat::Plain { prefix, .. } => format!("{}{encoded}", prefix.unwrap_or("")),
+            SignatureFormat::KeyValue {
+                pair_separator,
+                kv_separator,
+                signature_keys,
+                timestamp_key,
+                ..
+            } => {
+                let signature = format!("{}{kv_separator}{encoded}", signature_keys[0]);
+                match (timestamp_key, timestamp) {
+                    (Some(k), Some(t)) => {
+                        format!("{k}{kv_separator}{t}{pair_separator}{signature}")
+                    }
+                    _ => signature,
+                }
+            }
+            SignatureFormat::VersionedList {
+                version_separator,
+                versions,
+                ..
+            } => format!("{}{version_separator}{encoded}", versions[0]),
+        }
+    }
+
+    /// The headers (and, where the signature lives in the body, the body) the provider would
+    /// send. Public-key packs and URL-signing packs without `target.public_url` produce no
+    /// signature (the delivery is then refused for what is missing).
+    pub fn sign_delivery(
+        &self,
+        key: &SecretMaterial,
+        request: &SignRequest<'_>,
+        target: &SignTarget<'_>,
+    ) -> SignedDelivery {
+        self.sign_as(Signer::Shared(key), request, target)
+    }
+
+    /// Like [`Pack::sign_delivery`] for the public-key schemes, with the private key that
+    /// belongs to the configured public key (see [`Pack::decode_signing_key`]).
+    pub fn sign_with_private_key(
+        &self,
+        key: &SigningKey,
+        request: &SignRequest<'_>,
+        target: &SignTarget<'_>,
+    ) -> SignedDelivery {
+        self.sign_as(Signer::Private(key), request, target)
+    }
+
+    fn sign_as(
+        &self,
+        signer: Signer<'_>,
+        request: &SignRequest<'_>,
+        target: &SignTarget<'_>,
+    ) -> SignedDelivery {
+        let shared = match signer {
+            Signer::Shared(key) => Some(key),
+            Signer::Private(_) => None,
+        };
+        let options = target.options.unwrap_or(EndpointOptions::none());
+        let timestamp = self
+            .timestamp
+            .as_ref()
+            .map(|rule| Self::format_time(rule.format, request.timestamp));
+        let type_header = first_header(&self.event_type);
+        let header_values: Vec<String> = self
+            .template
+            .iter()
+            .filter_map(|p| match p {
+                Part::Header(h) if Some(*h) == type_header => {
+                    Some(request.event_type.unwrap_or_default().to_owned())
+                }
+                Part::Header(_) => Some(request.event_id.to_owned()),
+                _ => None,
+            })
+            .collect();
+        let mut body = request.body.to_vec();
+        let mut url = target.public_url.map(str::to_owned);
+        let signature = match self.scheme {
+            Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
+                let crc32 = crc32fast::hash(request.body).to_string();
+                let inputs = TemplateInputs {
+                    body: request.body,
+                    timestamp: timestamp.as_deref(),
+                    id: Some(request.event_id),
+                    header_values: &header_values,
+                    url: target.public_url,
+                    options,
+                    crc32: &crc32,
+                };
+                let parts = self.signed_parts(&inputs).ok();
+                match (signer, parts) {
+                    (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
+                        let tag = self.algorithm.mac(key.expose(), &parts);
+                        Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                    }
+                    (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
+                        .sign(&parts.concat())
+                        .map(|sig| self.encoding.encode(&sig)),
+                    _ => None,
+                }
+            }
+            Scheme::SharedToken => {
+                shared.map(|key| String::from_utf8_lossy(key.expose()).into_owned())
+            }
+            Scheme::UrlParamsHmac => url.as_mut().zip(shared).map(|(url, key)| {
+                let params = if self.send_content_type.starts_with(common::FORM) {
+                    sorted_params(request.body)
+                } else {
+                    let param = self.body_hash_param.unwrap_or("bodySHA256");
+                    let joiner = if url.contains('?') { '&' } else { '?' };
+                    url.push_str(&format!("{joiner}{param}={}", sha256_hex(request.body)));
+                    Vec::new()
+                };
+                let tag = self.algorithm.mac(key.expose(), &[url.as_bytes(), &params]);
+                self.encoding.encode(&tag[..self.algorithm.tag_len()])
+            }),
+            Scheme::FieldsHmac => {
+                let has_objects = serde_json::from_slice::<Value>(request.body)
+                    .ok()
+                    .and_then(|doc| self.signed_objects(&doc).map(|o| !o.is_empty()))
+                    .unwrap_or(false);
+                match shared {
+                    Some(key) if has_objects || self.batch.is_none() => {
+                        body = self.sign_fields(key, request, timestamp.as_deref());
+                        None
+                    }
+                    // No signed objects: the raw body is signed in the header.
+                    Some(key) => {
+                        let tag = self.algorithm.mac(key.expose(), &[request.body]);
+                        Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                    }
+                    None => None,
+                }
+            }
+        };
+        let mut headers = Vec::with_capacity(6);
+        common::push_header(&mut headers, "content-type", self.send_content_type);
+        if let IdRule::Headers(names) = &self.event_id {
+            common::push_header(&mut headers, names[0], request.event_id);
+        }
+        if let (Some(rule), Some(text)) = (&self.timestamp, &timestamp)
+            && let Some(name) = first_header(&rule.from)
+        {
+            common::push_header(&mut headers, name, text);
+        }
+        if let (Some(name), Some(event_type)) = (type_header, request.event_type) {
+            common::push_header(&mut headers, name, event_type);
+        }
+        if let Some(name) = first_header(&self.created_at) {
+            common::push_header(
+                &mut headers,
+                name,
+                &common::format_rfc3339(request.timestamp),
+            );
+        }
+        for (part, value) in self
+            .template
+            .iter()
+            .filter_map(|p| match p {
+                Part::Header(h) => Some(*h),
+                _ => None,
+            })
+            .zip(&header_values)
+        {
+            if Some(part) != type_header && !headers.iter().any(|(n, _)| n == part) {
+                common::push_header(&mut headers, part, value);
+            }
+        }
+        if let (Some(encoded), Some(name)) = (signature, self.signature_header_names.first()) {
+            let value = self.signature_value(&encoded, timestamp.as_deref());
+            common::push_header(&mut headers, name, &value);
+        }
+        SignedDelivery { headers, body, url }
+    }
+
+    /// `fields_hmac`: writes each signed object's signature (and a missing timestamp or
+    /// one-time token) into the body; a body without signed objects keeps its bytes and is
+    /// signed in the header instead (by the caller's headers — see `sign_delivery`).
+    fn sign_fields(
+        &self,
+        key: &SecretMaterial,
+        request: &SignRequest<'_>,
+        timestamp: Option<&str>,
+    ) -> Vec<u8> {
+        let Some(rule) = &self.fields else {
+            return request.body.to_vec();
+        };
+        let Ok(mut doc) = serde_json::from_slice::<Value>(request.body) else {
+            return request.body.to_vec();
+        };
+        let ts_pointer = match self.timestamp.as_ref().map(|t| t.from.as_slice()) {
+            Some([Location::Json { pointer, .. }]) => Some(*pointer),
+            _ => None,
+        };
+        let token = sha256_hex(request.event_id.as_bytes())[..50].to_owned();
+        let mut objects: Vec<String> = Vec::new();
+        if let Some(batch) = &self.batch {
+            if let Some(items) = doc.pointer(batch.items).and_then(Value::as_array) {
+                for i in 0..items.len() {
+                    objects.push(format!("{}/{i}{}", batch.items, batch.item.unwrap_or("")));
+                }
+            }
+        } else if let Some(first) = rule.object.first() {
+            if doc.pointer(first).is_none() {
+                set_pointer(&mut doc, first, Value::Object(serde_json::Map::new()));
+            }
+            objects.push((*first).to_owned());
+        }
+        let fill_missing = self.batch.is_none();
+        for object in objects {
+            for field in rule.fields.iter().filter(|_| fill_missing) {
+                let at = format!("{object}{field}");
+                if doc.pointer(&at).is_none() {
+                    let value = match (Some(*field) == ts_pointer, timestamp) {
+                        (true, Some(ts)) => ts.to_owned(),
+                        _ => token.clone(),
+                    };
+                    set_pointer(&mut doc, &at, Value::String(value));
+                }
+            }
+            let Some(target) = doc.pointer(&object) else {
+                continue;
+            };
+            let signed = self.field_string(target);
+            let tag = self.algorithm.mac(key.expose(), &[signed.as_bytes()]);
+            let encoded = self.encoding.encode(&tag[..self.algorithm.tag_len()]);
+            set_pointer(
+                &mut doc,
+                &format!("{object}{}", rule.signature),
+                Value::String(encoded),
+            );
+        }
+        doc.to_string().into_bytes()
+    }
+}
