@@ -4,16 +4,27 @@
 #   PostgreSQL: tests use DATABASE_URL when set, otherwise they start a throwaway cluster with
 #   initdb/pg_ctl (scripts/ensure-postgres.sh installs the distribution's package if missing).
 #   NATS: the delivery tests start their own nats-server -js (scripts/ensure-nats.sh installs it).
+#   cargo-deny: deny.toml's bans, licenses and sources (scripts/ensure-cargo-deny.sh installs
+#   it); advisories too with HOOKGATE_DENY_ADVISORIES=1 (they need the RustSec database from
+#   the network).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/ensure-postgres.sh
 scripts/ensure-nats.sh
+scripts/ensure-cargo-deny.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --features hookgate/failpoints -- -D warnings
+echo "== cargo deny (deny.toml)"
+cargo deny check bans licenses sources
+if [ "${HOOKGATE_DENY_ADVISORIES:-0}" = "1" ]; then
+    cargo deny check advisories
+else
+    echo "cargo deny check advisories skipped (needs the network; HOOKGATE_DENY_ADVISORIES=1 runs it)"
+fi
 echo "== cargo test (with failpoints: the crash tests kill the real binary at named points)"
 cargo test --workspace --features hookgate/failpoints
 echo "== the repository stands alone (a copy with nothing beside it runs the vector tests)"

@@ -18,6 +18,11 @@
 //! non-public address is refused unless `allow_private_network` is set: IP literals at
 //! construction, names at every connection (a resolver that filters what DNS returns, so a
 //! name re-pointed at an internal address later is refused too).
+//!
+//! Proxies: the environment's (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY`) are never used, since
+//! through one the proxy resolves the destination and the resolver above never sees it. A
+//! destination may name its own `proxy`; the proxy's address is then trusted (it is the
+//! operator's) and the destination's host is resolved and checked here before every request.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -44,6 +49,9 @@ pub struct HttpSettings {
     /// `whsec_` secrets, decoded; every one signs (rotation: add the new, then drop the old).
     pub signing_secrets: Vec<Arc<SecretMaterial>>,
     pub allow_private_network: bool,
+    /// An explicit forward proxy (`http://` or `https://`, userinfo for basic auth). `None`:
+    /// direct connections only (environment proxies are ignored).
+    pub proxy: Option<url::Url>,
 }
 
 impl fmt::Debug for HttpSettings {
@@ -55,6 +63,7 @@ impl fmt::Debug for HttpSettings {
             .field("headers", &self.headers.len())
             .field("signing_secrets", &self.signing_secrets.len())
             .field("allow_private_network", &self.allow_private_network)
+            .field("proxy", &self.proxy.as_ref().map(redacted_url))
             .finish()
     }
 }
@@ -70,8 +79,12 @@ pub fn redacted_url(url: &url::Url) -> String {
     u.to_string()
 }
 
-/// Whether `ip` is outside the public internet (loopback, private, link-local, CGNAT,
-/// unspecified, multicast, documentation, unique-local, IPv4-mapped private...).
+/// Whether `ip` is outside the public internet. IPv4: `0.0.0.0/8`, `10/8`, `100.64/10`
+/// (CGNAT), `127/8`, `169.254/16`, `172.16/12`, `192.0.0.0/24` (IETF protocol assignments),
+/// the documentation ranges, `192.168/16`, `198.18/15` (benchmarking), multicast, `240/4` and
+/// broadcast. IPv6: `::/96` (unspecified, loopback and the deprecated IPv4-compatible form),
+/// IPv4-mapped `::ffff:0:0/96` (judged by the IPv4 address it maps), `64:ff9b::/32` (NAT64),
+/// `2001:db8::/32`, `fc00::/7`, `fe80::/10`, `fec0::/10` (deprecated site-local) and multicast.
 pub fn is_private(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -85,6 +98,7 @@ pub fn is_private(ip: IpAddr) -> bool {
                 || v4.is_documentation()
                 || o[0] == 0
                 || (o[0] == 100 && (o[1] & 0xC0) == 64)
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
                 || (o[0] == 198 && (o[1] & 0xFE) == 18)
                 || o[0] >= 240
         }
@@ -93,11 +107,11 @@ pub fn is_private(ip: IpAddr) -> bool {
                 return is_private(IpAddr::V4(v4));
             }
             let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
+            s[..6] == [0; 6]
                 || v6.is_multicast()
                 || (s[0] & 0xFE00) == 0xFC00
                 || (s[0] & 0xFFC0) == 0xFE80
+                || (s[0] & 0xFFC0) == 0xFEC0
                 || (s[0] == 0x2001 && s[1] == 0x0DB8)
                 || (s[0] == 0x0064 && s[1] == 0xFF9B)
         }
@@ -116,6 +130,17 @@ impl fmt::Display for PrivateAddress {
 
 impl std::error::Error for PrivateAddress {}
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `host`'s addresses from the system resolver; [`PrivateAddress`] when any is not public.
+async fn public_addrs(host: &str) -> Result<Vec<SocketAddr>, BoxError> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0)).await?.collect();
+    if addrs.iter().any(|a| is_private(a.ip())) {
+        return Err(Box::new(PrivateAddress));
+    }
+    Ok(addrs)
+}
+
 /// DNS through the system resolver, refusing any answer that contains a non-public address.
 struct PublicOnly;
 
@@ -123,13 +148,31 @@ impl reqwest::dns::Resolve for PublicOnly {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if addrs.iter().any(|a| is_private(a.ip())) {
-                return Err(Box::new(PrivateAddress) as Box<dyn std::error::Error + Send + Sync>);
-            }
+            let addrs = public_addrs(&host).await?;
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
+    }
+}
+
+/// Resolves `url`'s host name and refuses it when any address is not public (IP literals were
+/// checked at construction). The proxy resolves the name again: one that enforces its own
+/// egress policy also closes the window between the two lookups.
+async fn check_public_name(url: &url::Url, timeout: Duration) -> Result<(), DeliveryError> {
+    let Some(url::Host::Domain(name)) = url.host() else {
+        return Ok(());
+    };
+    match tokio::time::timeout(timeout, public_addrs(name)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) if e.downcast_ref::<PrivateAddress>().is_some() => {
+            Err(DeliveryError::Permanent(PrivateAddress.to_string()))
+        }
+        Ok(Err(e)) => Err(DeliveryError::transient(format!(
+            "cannot resolve the destination: {e}"
+        ))),
+        Err(_) => Err(DeliveryError::transient(format!(
+            "resolving the destination timed out after {} ms",
+            timeout.as_millis()
+        ))),
     }
 }
 
@@ -140,8 +183,8 @@ pub struct HttpDestination {
 }
 
 impl HttpDestination {
-    /// Builds the client. Fails for a URL that is not http(s), has no host, or is a private IP
-    /// literal without `allow_private_network`.
+    /// Builds the client. Fails for a URL (or proxy URL) that is not http(s) or has no host,
+    /// or a URL that is a private IP literal without `allow_private_network`.
     pub fn new(settings: HttpSettings) -> Result<HttpDestination, String> {
         if !matches!(settings.url.scheme(), "http" | "https") {
             return Err("url must be http:// or https://".into());
@@ -170,14 +213,38 @@ impl HttpDestination {
             .timeout(settings.timeout)
             .connect_timeout(settings.timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .pool_idle_timeout(Duration::from_secs(60));
-        if !settings.allow_private_network {
-            builder = builder.dns_resolver(Arc::new(PublicOnly));
+            .pool_idle_timeout(Duration::from_secs(60))
+            // Environment proxies would resolve the destination out of the resolver's sight.
+            .no_proxy();
+        match &settings.proxy {
+            Some(proxy) => {
+                if !matches!(proxy.scheme(), "http" | "https") || proxy.host().is_none() {
+                    return Err("proxy must be an http:// or https:// URL with a host".into());
+                }
+                // The resolver would judge the proxy's address, not the destination's: the
+                // destination is checked before each request instead (`check_target`).
+                let proxy = reqwest::Proxy::all(proxy.as_str())
+                    .map_err(|_| "proxy is not a usable proxy URL".to_owned())?;
+                builder = builder.proxy(proxy);
+            }
+            None if !settings.allow_private_network => {
+                builder = builder.dns_resolver(Arc::new(PublicOnly));
+            }
+            None => {}
         }
         let client = builder
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(HttpDestination { settings, client })
+    }
+
+    /// Through an explicit proxy the proxy resolves the destination, so without
+    /// `allow_private_network` its name is checked here first.
+    async fn check_target(&self) -> Result<(), DeliveryError> {
+        if self.settings.proxy.is_none() || self.settings.allow_private_network {
+            return Ok(());
+        }
+        check_public_name(&self.settings.url, self.settings.timeout).await
     }
 
     /// The headers of one request (see the module docs).
@@ -318,6 +385,7 @@ impl Destination for HttpDestination {
     }
 
     async fn deliver(&self, m: &Message<'_>) -> Result<Delivered, DeliveryError> {
+        self.check_target().await?;
         let response = self
             .client
             .post(self.settings.url.clone())
@@ -360,6 +428,60 @@ mod tests {
         }
     }
 
+    /// Each range at its edges, and the public addresses just outside it.
+    #[test]
+    fn private_ranges_table() {
+        let private = [
+            // 192.0.0.0/24: IETF protocol assignments (192.0.0.8, 192.0.0.170 NAT64 discovery).
+            "192.0.0.0",
+            "192.0.0.8",
+            "192.0.0.170",
+            "192.0.0.255",
+            // ::/96: the unspecified and loopback addresses and the IPv4-compatible form.
+            "::",
+            "::2",
+            "::a00:1",
+            "::8.8.8.8",
+            "::ffff",
+            "::ffff:ffff",
+            // fec0::/10: deprecated site-local.
+            "fec0::",
+            "fec0::1",
+            "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            // fe80::/10 ends just below it.
+            "febf:ffff::1",
+            // ::ffff:0:0/96 judged by the IPv4 address it maps.
+            "::ffff:10.0.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:192.0.0.1",
+            "::ffff:0.0.0.0",
+            // Already there: NAT64, documentation, CGNAT, benchmarking, reserved.
+            "64:ff9b::a00:1",
+            "2001:db8::1",
+            "100.127.255.255",
+            "198.19.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+        ];
+        for ip in private {
+            assert!(is_private(ip.parse().unwrap()), "{ip} is private");
+        }
+        let public = [
+            "191.255.255.255",
+            "192.0.1.0",
+            "192.0.3.1",
+            "::1:0:0:1",
+            "1::",
+            "::ffff:8.8.8.8",
+            "::ffff:192.0.1.1",
+            "2001:4860:4860::8888",
+            "100.128.0.1",
+        ];
+        for ip in public {
+            assert!(!is_private(ip.parse().unwrap()), "{ip} is public");
+        }
+    }
+
     #[test]
     fn statuses() {
         let none = HeaderMap::new();
@@ -396,6 +518,7 @@ mod tests {
             headers: Vec::new(),
             signing_secrets: Vec::new(),
             allow_private_network: allow,
+            proxy: None,
         }
     }
 
@@ -412,6 +535,121 @@ mod tests {
         }
         assert!(HttpDestination::new(settings("ftp://example.com/", true)).is_err());
         assert!(HttpDestination::new(settings("https://example.com/hook", false)).is_ok());
+    }
+
+    /// A forward proxy on a real socket: records each request line, answers 200.
+    struct RecordingProxy {
+        addr: SocketAddr,
+        requests: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl RecordingProxy {
+        async fn start() -> RecordingProxy {
+            use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let seen = requests.clone();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let seen = seen.clone();
+                    tokio::spawn(async move {
+                        let mut reader = tokio::io::BufReader::new(stream);
+                        let mut line = String::new();
+                        let mut first = None;
+                        let mut length = 0usize;
+                        while reader.read_line(&mut line).await.unwrap_or(0) > 0 {
+                            let l = line.trim_end().to_owned();
+                            line.clear();
+                            if l.is_empty() {
+                                break;
+                            }
+                            if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:")
+                            {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                            first.get_or_insert(l);
+                        }
+                        let mut body = vec![0; length];
+                        let _ = reader.read_exact(&mut body).await;
+                        seen.lock().unwrap().extend(first);
+                        let _ = reader
+                            .into_inner()
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                            .await;
+                    });
+                }
+            });
+            RecordingProxy { addr, requests }
+        }
+
+        fn url(&self) -> url::Url {
+            format!("http://{}", self.addr).parse().unwrap()
+        }
+
+        fn requests(&self) -> Vec<String> {
+            self.requests.lock().unwrap().clone()
+        }
+    }
+
+    fn message(body: &[u8]) -> Message<'_> {
+        Message {
+            inbox_id: "0190-test",
+            provider: "stripe",
+            endpoint_id: "e",
+            provider_event_id: "evt_1",
+            event_type: None,
+            body,
+            timestamp: 1_700_000_000,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_explicit_proxy_carries_the_request() {
+        let proxy = RecordingProxy::start().await;
+        // `.invalid` never resolves: only the proxy can have answered.
+        let mut s = settings("http://hookgate-destination.invalid/hook", true);
+        s.proxy = Some(proxy.url());
+        let destination = HttpDestination::new(s).unwrap();
+        destination.deliver(&message(b"{}")).await.unwrap();
+        assert_eq!(
+            proxy.requests(),
+            ["POST http://hookgate-destination.invalid/hook HTTP/1.1"]
+        );
+    }
+
+    #[tokio::test]
+    async fn through_an_explicit_proxy_a_private_target_is_refused_before_sending() {
+        let proxy = RecordingProxy::start().await;
+        let mut s = settings("http://localhost:9/hook", true);
+        s.proxy = Some(proxy.url());
+        let mut destination = HttpDestination::new(s).unwrap();
+        // `localhost` is refused at construction without `allow_private_network`; clearing the
+        // flag afterwards reaches the check every request makes for names that resolve later.
+        destination.settings.allow_private_network = false;
+        let refused = destination.deliver(&message(b"{}")).await;
+        assert_eq!(
+            refused,
+            Err(DeliveryError::Permanent(PrivateAddress.to_string()))
+        );
+        assert!(proxy.requests().is_empty(), "{:?}", proxy.requests());
+
+        let unresolvable: url::Url = "http://hookgate-destination.invalid/".parse().unwrap();
+        assert!(matches!(
+            check_public_name(&unresolvable, Duration::from_secs(5)).await,
+            Err(DeliveryError::Transient { .. })
+        ));
+    }
+
+    #[test]
+    fn proxy_urls_are_validated() {
+        let mut s = settings("https://example.com/hook", false);
+        s.proxy = Some("socks5://127.0.0.1:1080".parse().unwrap());
+        assert!(HttpDestination::new(s.clone()).is_err());
+        s.proxy = Some("http://user:pw@proxy.internal:3128".parse().unwrap());
+        assert!(HttpDestination::new(s.clone()).is_ok());
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("pw"), "{shown}");
     }
 
     #[tokio::test]

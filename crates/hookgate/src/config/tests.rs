@@ -926,7 +926,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&http_destination("colour = 1\n")),
-            "config error at `line 11`: kind = \"http\": unknown field `colour`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+            "config error at `line 11`: kind = \"http\": unknown field `colour`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`, `proxy`",
         ),
         // The relay's lease must fit one rate-limiter slot, the timeout and a second.
         (
@@ -952,6 +952,14 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         (
             plus(&http_destination("").replace("https://example.com/hook", "ftp://example.com/")),
             "config error at `destinations[0].url`: url must be http:// or https://",
+        ),
+        (
+            plus(&http_destination("proxy = \"not a url\"\n")),
+            "config error at `destinations[0].proxy`: must be an absolute http:// or https:// proxy URL",
+        ),
+        (
+            plus(&http_destination("proxy = \"socks5://127.0.0.1:1080\"\n")),
+            "config error at `destinations[0].proxy`: proxy must be an http:// or https:// URL with a host",
         ),
         (
             plus(&http_destination("").replace("https://example.com/hook", "http://127.0.0.1:9/")),
@@ -991,15 +999,15 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&http_destination("stream = \"S\"\n")),
-            "config error at `line 11`: kind = \"http\": unknown field `stream`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+            "config error at `line 11`: kind = \"http\": unknown field `stream`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`, `proxy`",
         ),
         (
             plus(&http_destination("subject = \"a.b\"\n")),
-            "config error at `line 11`: kind = \"http\": unknown field `subject`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+            "config error at `line 11`: kind = \"http\": unknown field `subject`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`, `proxy`",
         ),
         (
             plus(&http_destination("duplicate_window_seconds = 200\n")),
-            "config error at `line 11`: kind = \"http\": unknown field `duplicate_window_seconds`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`",
+            "config error at `line 11`: kind = \"http\": unknown field `duplicate_window_seconds`, expected one of `id`, `url`, `timeout_ms`, `concurrency`, `rate_limit`, `retry`, `headers`, `signing_secrets`, `allow_private_network`, `proxy`",
         ),
         (
             plus(&http_destination("allow_private_network = \"yes\"\n")),

@@ -56,6 +56,8 @@ impl Processor {
             .user_agent(concat!("hookgate/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(5))
             .redirect(reqwest::redirect::Policy::none())
+            // As for destinations: no HTTP(S)_PROXY / ALL_PROXY from the environment.
+            .no_proxy()
             .build()?;
         Ok(Processor { state, http })
     }

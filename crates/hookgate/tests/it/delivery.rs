@@ -483,7 +483,7 @@ async fn fan_out_to_http_and_nats(backend: Backend) {
         let ack = js
             .send_publish(
                 m.subject.clone(),
-                async_nats::jetstream::context::Publish::build()
+                async_nats::jetstream::message::PublishMessage::build()
                     .payload(m.body.clone().into())
                     .message_id(format!("{}:bus", m.inbox_id)),
             )

@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod crash;
 mod delivery;
+mod outbound;
 mod pipeline;
 mod postgres;
 mod processing;

@@ -27,6 +27,8 @@ pub struct RawHttpDestination {
     pub headers: Option<BTreeMap<String, String>>,
     pub signing_secrets: Option<Vec<String>>,
     pub allow_private_network: Option<bool>,
+    /// A forward proxy for this destination only; environment proxies are never used.
+    pub proxy: Option<String>,
 }
 
 /// Headers hookgate sets on every request; a configured header may not replace them.
@@ -48,6 +50,15 @@ impl RawHttpDestination {
             .url
             .parse()
             .map_err(|_| err(cx.at("url"), "must be an absolute http:// or https:// URL"))?;
+        let proxy = match &self.proxy {
+            Some(p) => Some(p.parse::<url::Url>().map_err(|_| {
+                err(
+                    cx.at("proxy"),
+                    "must be an absolute http:// or https:// proxy URL",
+                )
+            })?),
+            None => None,
+        };
         let mut headers = Vec::new();
         for (name, value) in self.headers.iter().flatten() {
             let key = cx.at(&format!("headers.{name}"));
@@ -90,9 +101,17 @@ impl RawHttpDestination {
             headers,
             signing_secrets,
             allow_private_network: self.allow_private_network.unwrap_or(false),
+            proxy,
         };
         // Validates scheme, host and private literals now rather than at first delivery.
-        HttpDestination::new(settings.clone()).map_err(|e| err(cx.at("url"), e))?;
+        HttpDestination::new(settings.clone()).map_err(|e| {
+            let key = if e.starts_with("proxy") {
+                "proxy"
+            } else {
+                "url"
+            };
+            err(cx.at(key), e)
+        })?;
         Ok(DestinationKind::Http {
             settings,
             secret_sources,
@@ -108,6 +127,13 @@ pub(super) fn render(settings: &HttpSettings, secret_sources: &[SecretSource], o
         hookgate_relay::http::redacted_url(&settings.url),
         settings.allow_private_network
     );
+    if let Some(proxy) = &settings.proxy {
+        let _ = writeln!(
+            out,
+            "proxy = \"{}\"",
+            hookgate_relay::http::redacted_url(proxy)
+        );
+    }
     let names: Vec<&str> = settings.headers.iter().map(|(n, _)| n.as_str()).collect();
     let _ = writeln!(out, "# headers (values redacted): {names:?}");
     for s in secret_sources {

@@ -283,6 +283,13 @@ impl GatewayFiles {
         BinaryGateway::start(BinaryRole::Serve, &self.config_path, failpoints)
     }
 
+    /// `hookgate serve` on these files with extra environment variables (e.g. proxies).
+    pub(crate) fn serve_with_env(&self, env: &[(&str, &str)]) -> BinaryGateway {
+        let mut p = BinaryGateway::launch_with_env(BinaryRole::Serve, &self.config_path, None, env);
+        p.wait_listening();
+        p
+    }
+
     /// The store the gateway uses, opened from its config (the read API tests check rows
     /// with).
     pub(crate) async fn open_store(&self) -> SharedStore {
@@ -431,7 +438,18 @@ impl BinaryGateway {
         config: &Path,
         failpoints: Option<&str>,
     ) -> BinaryGateway {
+        Self::launch_with_env(role, config, failpoints, &[])
+    }
+
+    /// [`BinaryGateway::launch`] with `env` added to the child's environment.
+    pub(crate) fn launch_with_env(
+        role: BinaryRole,
+        config: &Path,
+        failpoints: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> BinaryGateway {
         let mut cmd = Command::new(binary());
+        cmd.envs(env.iter().copied());
         cmd.arg(match role {
             BinaryRole::Serve => "serve",
             BinaryRole::Worker => "worker",
