@@ -26,6 +26,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../migrations/postgres/0005_hot_lease.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/postgres/0007_stage_faults.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -22,6 +22,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         4,
         include_str!("../../migrations/sqlite/0004_payload_table.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_stage_faults.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -89,7 +93,7 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 6]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
@@ -208,7 +212,7 @@ mod tests {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 4);
+        assert_eq!(version, latest_version());
         let inbox_has_payload: i64 = conn
             .query_row(
                 "SELECT count(*) FROM pragma_table_info('inbox') WHERE name = 'payload'",

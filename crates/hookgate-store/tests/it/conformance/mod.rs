@@ -99,6 +99,8 @@ macro_rules! conformance_tests {
             outbox_reschedules_fails_and_retries_only_failed,
             concurrent_delivery_leases_never_share_a_row,
             stale_event_gets_no_outbox_row,
+            lease_skips_rows_of_unserved_endpoints,
+            payment_fetches_are_ordered_by_lease_not_by_clock,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
