@@ -14,7 +14,10 @@
 //!
 //! Leases are not renewed: a row whose processing outlives `[worker] lease_seconds` returns to
 //! the inbox, another worker may take it, and the slow worker's commit is refused
-//! (`LeaseLost`) — so keep handler timeouts below the lease.
+//! (`LeaseLost`) — so config refuses handler timeouts that do not fit in the lease. A row
+//! leased more often than its endpoint's `max_attempts` allows is abandoned (`FAILED`) at that
+//! lease, before any work: a crash loop ends. Leases name the configured endpoints, so rows of
+//! a removed endpoint wait for it.
 //!
 //! [`Processor::run_once`] does one unit of work without sleeping (tests drain with it);
 //! [`start`] runs `concurrency` supervised loops of it as the `processing` stage

@@ -695,7 +695,7 @@ pub async fn lease_skips_rows_of_unserved_endpoints(store: Arc<dyn Store>) {
     let served: &'static [String] = Box::leak(Box::new(served));
     for i in 0..3 {
         // lease_ms = 1: each lease has expired by the next one.
-        assert_eq!(lease("w", served, t + 10 * i).await, [kept.clone()]);
+        assert_eq!(lease("w", served, t + 10 * i).await, vec![kept.clone()]);
     }
     let waiting = store.get_event(&gone).await.unwrap().unwrap();
     assert_eq!(waiting.status, InboxStatus::Received);
@@ -713,7 +713,7 @@ pub async fn lease_skips_rows_of_unserved_endpoints(store: Arc<dyn Store>) {
     let only_gone: &'static [String] = Box::leak(Box::new(["ep-gone".to_owned()]));
     assert_eq!(
         lease("w2", only_gone, t + 200).await,
-        [gone.clone()],
+        vec![gone.clone()],
         "back once served"
     );
     assert_eq!(
