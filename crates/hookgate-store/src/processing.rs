@@ -13,8 +13,14 @@ use crate::StoreError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BusinessChange {
     /// Stores the provider's current state of a payment object (`payment_state`), as fetched
-    /// at `refreshed_at_ms`. A row refreshed later is never overwritten by an older fetch, so
-    /// concurrent workers converge on the newest fetch whatever their commit order.
+    /// at `refreshed_at_ms` (the worker's clock, kept for operators). Fetches are ordered by
+    /// the lease they were made under: the store stamps each lease with a number from one
+    /// database-wide sequence (`lease_seq`), and a row is never overwritten by a fetch made
+    /// under an earlier lease — every change of the object sends an event, whose lease comes
+    /// after the change and whose fetch comes after its lease, so the projection converges on
+    /// the provider's latest state whatever the commit order and whatever the instances'
+    /// clocks. Only fetches under one lease (one worker, one clock) are ordered by
+    /// `refreshed_at_ms`.
     UpsertPaymentState {
         object_id: String,
         object_type: String,
@@ -88,6 +94,10 @@ pub struct LeaseRequest<'a> {
     pub limit: u32,
     /// Whether the records carry their sealed payloads (`None` in every record otherwise).
     pub with_payload: bool,
+    /// `Some(ids)`: only rows of these endpoints are leased; rows of any other endpoint (one
+    /// removed from the config) are left alone — still `RECEIVED`, attempts unchanged — until
+    /// it is configured again. `None`: rows of every endpoint.
+    pub endpoints: Option<&'a [String]>,
 }
 
 /// Why a fenced processing write did not happen.
@@ -122,6 +132,8 @@ pub struct PaymentState {
     pub currency: Option<String>,
     pub refreshed_at_ms: i64,
     pub last_event_id: String,
+    /// The lease number the stored fetch was made under (0: written before schema 6/7).
+    pub fetch_seq: i64,
     /// How many times the row was written (1 = inserted once, never updated): makes "exactly
     /// one business mutation" observable.
     pub write_count: i64,

@@ -33,9 +33,11 @@ impl Statement {
 }
 
 /// The fence of a completion: the leased row's key and object, only while the caller still
-/// holds the lease. Parameters: inbox id, owner, now (ms). (PostgreSQL adds `FOR UPDATE`.)
+/// holds the lease, and the lease's number (orders payment fetches). Parameters: inbox id,
+/// owner, now (ms). (PostgreSQL adds `FOR UPDATE`.)
 pub(crate) static COMPLETE_FENCE: Statement = Statement::new(
-    "SELECT provider, endpoint_id, provider_event_id, object_id, object_version \
+    "SELECT provider, endpoint_id, provider_event_id, object_id, object_version, \
+         coalesce(lease_seq, 0) \
      FROM inbox WHERE inbox_id = $1 AND status = 'RECEIVED' \
        AND lease_owner = $2 AND lease_until > $3",
 );
@@ -91,6 +93,13 @@ pub(crate) static RETRY_DELIVERIES: Statement = Statement::new(
     "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
          next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
      WHERE inbox_id = $1 AND status = 'FAILED'",
+);
+
+/// `RECEIVED` rows per endpoint (the binary counts those of endpoints it does not know as
+/// orphaned). PostgreSQL's text; SQLite names its covering `inbox_due` index (`sqlite/read.rs`),
+/// which its planner would pass over for the whole-table `inbox_endpoint_received`.
+pub(crate) static RECEIVED_PER_ENDPOINT: Statement = Statement::new(
+    "SELECT endpoint_id, count(*) FROM inbox WHERE status = 'RECEIVED' GROUP BY endpoint_id",
 );
 
 /// What is still to be done, in one query (each count is served by a status index); read by

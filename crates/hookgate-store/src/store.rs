@@ -74,9 +74,10 @@ pub trait InboxStore: Send + Sync {
 /// attempt, and on SQLite goes through the same writer commands.
 #[async_trait::async_trait]
 pub trait ProcessingStore: Send + Sync {
-    /// Leases up to `limit` due rows: `RECEIVED`, `next_attempt_at <= now_ms`, and no lease or
-    /// an expired one. Each gets `lease_owner = owner`, `lease_until = now_ms + lease_ms` and
-    /// `attempt_count + 1`, committed before returning (PostgreSQL: `FOR UPDATE SKIP LOCKED`,
+    /// Leases up to `limit` due rows: `RECEIVED`, `next_attempt_at <= now_ms`, no lease or an
+    /// expired one, and (when `endpoints` is given) of one of those endpoints. Each gets
+    /// `lease_owner = owner`, `lease_until = now_ms + lease_ms`, `attempt_count + 1` and the
+    /// lease's number from a database-wide sequence (orders payment fetches), committed before returning (PostgreSQL: `FOR UPDATE SKIP LOCKED`,
     /// so concurrent callers never get the same row; SQLite: a claim through the writer).
     /// Without `with_payload` the sealed payloads are not read at all — for workers whose
     /// endpoints have no handlers, which never open them; on PostgreSQL each is ~10 KiB read
@@ -97,6 +98,7 @@ pub trait ProcessingStore: Send + Sync {
             lease_ms,
             limit,
             with_payload: true,
+            endpoints: None,
         })
         .await
     }
@@ -115,6 +117,7 @@ pub trait ProcessingStore: Send + Sync {
             lease_ms,
             limit,
             with_payload: false,
+            endpoints: None,
         })
         .await
     }
@@ -194,6 +197,10 @@ pub trait InspectStore: Send + Sync {
     /// Durable work still to do, for the lag gauges on `/metrics` (alert on these, not on
     /// queue depth alone).
     async fn backlog(&self) -> Result<Backlog, StoreError>;
+
+    /// `RECEIVED` rows per endpoint id, in no particular order (the gateway reports those of
+    /// endpoints missing from its config as orphaned).
+    async fn received_per_endpoint(&self) -> Result<Vec<(String, u64)>, StoreError>;
 
     /// The distinct `provider_event_id`s stored for `endpoint_id`, in byte order (the
     /// benchmark checks that exactly the sent events were stored).

@@ -24,6 +24,8 @@ pub const INBOX_FAILED: &str = "hookgate_inbox_failed";
 pub const OUTBOX_PENDING: &str = "hookgate_outbox_pending";
 pub const OUTBOX_OLDEST_AGE: &str = "hookgate_outbox_oldest_pending_age_seconds";
 pub const OUTBOX_FAILED: &str = "hookgate_outbox_failed";
+pub const EVENTS_ORPHANED: &str = "hookgate_events_orphaned";
+pub const EVENTS_UNVERSIONED: &str = "hookgate_events_unversioned_total";
 pub const BACKLOG_PROBE_FAILURES: &str = "hookgate_backlog_probe_failures_total";
 pub const EVENTS_PROCESSED: &str = "hookgate_events_processed_total";
 pub const EVENTS_FAILED: &str = "hookgate_events_failed_total";
@@ -91,12 +93,37 @@ pub fn request_answered(
     }
 }
 
-/// A commit (or its failure) finished, `elapsed` after the request reached the store.
-pub fn commit_finished(elapsed: Duration, ok: bool) {
-    histogram!(COMMIT_LATENCY).record(elapsed.as_secs_f64());
-    if !ok {
-        counter!(COMMIT_FAILURES).increment(1);
+/// How a row's trip to the store ended, for the commit metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitEnd {
+    /// Committed (a new row or a duplicate's lookup).
+    Committed,
+    /// The store failed the commit.
+    Failed,
+    /// Shed by the commit queue (`Overloaded`): it never reached a transaction.
+    Shed,
+}
+
+impl CommitEnd {
+    pub fn of<T>(result: &Result<T, hookgate_store::StoreError>) -> CommitEnd {
+        match result {
+            Ok(_) => CommitEnd::Committed,
+            Err(hookgate_store::StoreError::Overloaded) => CommitEnd::Shed,
+            Err(_) => CommitEnd::Failed,
+        }
     }
+}
+
+/// A commit (or its failure) finished, `elapsed` after the request reached the store. A shed
+/// row is neither: it is left out of the latency histogram (answered at once, it would make
+/// commits look faster exactly under overload) and is not a commit failure.
+pub fn commit_finished(elapsed: Duration, end: CommitEnd) {
+    match end {
+        CommitEnd::Shed => return,
+        CommitEnd::Failed => counter!(COMMIT_FAILURES).increment(1),
+        CommitEnd::Committed => {}
+    }
+    histogram!(COMMIT_LATENCY).record(elapsed.as_secs_f64());
 }
 
 /// Which secret version verified a request (for rotation: retire the old one when unused).
@@ -115,6 +142,32 @@ pub fn backlog_observed(b: &hookgate_store::Backlog, now_ms: i64) {
     gauge!(OUTBOX_PENDING).set(b.outbox_pending as f64);
     gauge!(OUTBOX_OLDEST_AGE).set(age(b.oldest_pending_at_ms));
     gauge!(OUTBOX_FAILED).set(b.outbox_failed as f64);
+}
+
+/// `RECEIVED` rows of endpoints missing from the config, read at a `/metrics` scrape: they
+/// are not leased (their attempts do not grow) and resume when the endpoint is configured
+/// again. Each such endpoint is named in a warning.
+pub fn orphans_observed<'a>(orphaned: impl Iterator<Item = &'a (String, u64)>) {
+    let mut total = 0u64;
+    for (endpoint, rows) in orphaned {
+        total += rows;
+        tracing::warn!(
+            endpoint,
+            rows,
+            "events wait for an endpoint that is not configured; they resume when it is"
+        );
+    }
+    gauge!(EVENTS_ORPHANED).set(total as f64);
+}
+
+/// The endpoint's `object_version_pointer` found no usable version in a verified event: it
+/// is stored without one, and the version gate does not order it.
+pub fn event_unversioned(endpoint: &str) {
+    counter!(EVENTS_UNVERSIONED, "endpoint" => endpoint.to_owned()).increment(1);
+    tracing::warn!(
+        endpoint,
+        "object_version_pointer resolved to no integer version; the version gate is skipped for this event"
+    );
 }
 
 /// The backlog could not be read for a scrape; the gauges keep their last values.
@@ -237,4 +290,49 @@ pub fn stage_loop_died(stage: &'static str, index: usize, cause: &str, backoff: 
 pub fn stage_loop_restarted(stage: &'static str, index: usize) {
     counter!(BACKGROUND_RESTARTS, "stage" => stage).increment(1);
     tracing::info!(stage, index, "background loop restarted");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Samples in the commit-latency histogram after `ends`, read from a recorder of its own.
+    fn commit_samples(ends: &[CommitEnd]) -> u64 {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+            .expect("non-empty buckets")
+            .build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            for end in ends {
+                commit_finished(Duration::from_micros(50), *end);
+            }
+        });
+        let rendered = handle.render();
+        rendered
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{COMMIT_LATENCY}_count ")))
+            .map_or(0, |n| n.trim().parse().expect("a count"))
+    }
+
+    #[test]
+    fn shed_rows_stay_out_of_the_commit_latency_histogram() {
+        assert_eq!(
+            commit_samples(&[CommitEnd::Shed, CommitEnd::Shed, CommitEnd::Shed]),
+            0
+        );
+        assert_eq!(
+            commit_samples(&[CommitEnd::Committed, CommitEnd::Shed, CommitEnd::Failed]),
+            2
+        );
+        assert_eq!(
+            CommitEnd::of::<()>(&Err(hookgate_store::StoreError::Overloaded)),
+            CommitEnd::Shed
+        );
+        assert_eq!(
+            CommitEnd::of::<()>(&Err(hookgate_store::StoreError::Unavailable("x".into()))),
+            CommitEnd::Failed
+        );
+        assert_eq!(CommitEnd::of(&Ok(())), CommitEnd::Committed);
+    }
 }

@@ -71,9 +71,9 @@ async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
                 "WITH due AS ( \
                      SELECT outbox_id FROM outbox \
                      WHERE status = 'PENDING' AND destination = $1 \
-                       AND (next_attempt_at IS NULL OR next_attempt_at <= $2) \
+                       AND next_attempt_at <= $2 \
                        AND (lease_until IS NULL OR lease_until <= $2) \
-                     ORDER BY next_attempt_at NULLS FIRST, created_at \
+                     ORDER BY next_attempt_at, created_at \
                      LIMIT $5 \
                      FOR UPDATE SKIP LOCKED) \
                  UPDATE outbox AS o SET lease_owner = $3, lease_until = $4, \

@@ -9,7 +9,12 @@ use crate::payments::{SELECT, UPSERT, payment_state};
 use crate::processing::{BusinessChange, PaymentState};
 
 /// Applies one handler's business change inside the processing transaction.
-pub(super) async fn apply(tx: &Transaction<'_>, change: &BusinessChange) -> Result<(), Failed> {
+/// `fetch_seq` is the number of the lease the change was fetched under.
+pub(super) async fn apply(
+    tx: &Transaction<'_>,
+    change: &BusinessChange,
+    fetch_seq: i64,
+) -> Result<(), Failed> {
     let BusinessChange::UpsertPaymentState {
         object_id,
         object_type,
@@ -30,6 +35,7 @@ pub(super) async fn apply(tx: &Transaction<'_>, change: &BusinessChange) -> Resu
             currency,
             refreshed_at_ms,
             last_event_id,
+            &fetch_seq,
         ],
     )
     .await?;

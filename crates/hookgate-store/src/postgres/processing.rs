@@ -153,24 +153,43 @@ async fn lease_in(
 ) -> Result<Vec<tokio_postgres::Row>, Failed> {
     let lease_until = lease.now_ms.saturating_add(lease.lease_ms.max(1));
     let limit = i64::from(lease.limit);
+    // Rows of endpoints the caller does not serve are skipped (they wait, untouched). With
+    // `force_custom_plan` the NULL test is folded away when planning.
+    let endpoints: Option<Vec<&str>> = lease
+        .endpoints
+        .map(|ids| ids.iter().map(String::as_str).collect());
+    if endpoints.as_ref().is_some_and(Vec::is_empty) {
+        return Ok(Vec::new());
+    }
     let sql = format!(
         "WITH due AS ( \
              SELECT inbox_id FROM inbox \
              WHERE status = 'RECEIVED' \
                AND next_attempt_at <= $1 \
                AND (lease_until IS NULL OR lease_until <= $1) \
+               AND ($5::text[] IS NULL OR endpoint_id = ANY ($5::text[])) \
              ORDER BY next_attempt_at NULLS FIRST \
              LIMIT $4 \
-             FOR UPDATE SKIP LOCKED) \
+             FOR UPDATE SKIP LOCKED), \
+         seq AS (SELECT nextval('lease_seq') AS value) \
          UPDATE inbox AS i SET lease_owner = $2, lease_until = $3, \
-             attempt_count = i.attempt_count + 1 \
-         FROM due WHERE i.inbox_id = due.inbox_id \
+             attempt_count = i.attempt_count + 1, lease_seq = seq.value \
+         FROM due, seq WHERE i.inbox_id = due.inbox_id \
          RETURNING {}",
         prefixed_columns(lease.with_payload)
     );
     let stmt = tx.prepare_cached(&sql).await?;
     Ok(tx
-        .query(&stmt, &[&lease.now_ms, &lease.owner, &lease_until, &limit])
+        .query(
+            &stmt,
+            &[
+                &lease.now_ms,
+                &lease.owner,
+                &lease_until,
+                &limit,
+                &endpoints,
+            ],
+        )
         .await?)
 }
 
@@ -272,6 +291,7 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
     let event_id: String = row.get(2);
     let object_id: Option<String> = row.get(3);
     let object_version: Option<i64> = row.get(4);
+    let lease_seq: i64 = row.get(5);
 
     // Concurrent writers of one object serialise on its row (or its unique-index entry).
     let mut outcome = Outcome::Applied;
@@ -299,7 +319,7 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
                 .await?;
             if fresh == 1 {
                 for change in &handler.changes {
-                    payments::apply(tx, change).await?;
+                    payments::apply(tx, change, lease_seq).await?;
                 }
             }
         }

@@ -10,7 +10,9 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::{PostgresStore, finish_read, payments};
 use crate::rows::{self, Columns, OUTBOX_COLUMNS, Value, inbox_record, outbox_record};
-use crate::statements::{BACKLOG, COUNT_DELIVERIES, COUNT_INBOX, OBJECT_VERSION};
+use crate::statements::{
+    BACKLOG, COUNT_DELIVERIES, COUNT_INBOX, OBJECT_VERSION, RECEIVED_PER_ENDPOINT,
+};
 use crate::{
     Backlog, EventFilter, InboxRecord, InspectStore, OutboxRecord, PaymentState, StoreError,
 };
@@ -187,6 +189,14 @@ impl InspectStore for PostgresStore {
 
     async fn backlog(&self) -> Result<Backlog, StoreError> {
         self.query_one(BACKLOG.postgres(), &[], rows::backlog).await
+    }
+
+    async fn received_per_endpoint(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.query(RECEIVED_PER_ENDPOINT.postgres(), &[])
+            .await?
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.count(1)?)))
+            .collect()
     }
 
     /// In byte order (`COLLATE "C"`), as SQLite sorts, whatever the database's collation.

@@ -30,6 +30,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/postgres/0006_replay_digests.sql"),
     ),
+    (
+        7,
+        include_str!("../../migrations/postgres/0007_stage_faults.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -31,9 +31,9 @@ impl OutboxStore for SqliteStore {
                 "UPDATE outbox SET lease_owner = ?1, lease_until = ?2, \
                          attempt_count = attempt_count + 1 \
                      WHERE outbox_id IN ( \
-                         SELECT outbox_id FROM outbox \
+                         SELECT outbox_id FROM outbox INDEXED BY outbox_due \
                          WHERE status = 'PENDING' AND destination = ?3 \
-                           AND (next_attempt_at IS NULL OR next_attempt_at <= ?4) \
+                           AND next_attempt_at <= ?4 \
                            AND (lease_until IS NULL OR lease_until <= ?4) \
                          ORDER BY next_attempt_at, created_at LIMIT ?5) \
                      RETURNING {OUTBOX_COLUMNS}"

@@ -7,7 +7,12 @@ use crate::payments::{SELECT, UPSERT, payment_state};
 use crate::processing::{BusinessChange, PaymentState};
 
 /// Applies one handler's business change inside the processing transaction.
-pub(super) fn apply(tx: &Connection, change: &BusinessChange) -> rusqlite::Result<()> {
+/// `fetch_seq` is the number of the lease the change was fetched under.
+pub(super) fn apply(
+    tx: &Connection,
+    change: &BusinessChange,
+    fetch_seq: i64,
+) -> rusqlite::Result<()> {
     let BusinessChange::UpsertPaymentState {
         object_id,
         object_type,
@@ -25,7 +30,8 @@ pub(super) fn apply(tx: &Connection, change: &BusinessChange) -> rusqlite::Resul
             amount,
             currency,
             refreshed_at_ms,
-            last_event_id
+            last_event_id,
+            fetch_seq
         ])?;
     Ok(())
 }

@@ -28,6 +28,7 @@ impl ProcessingStore for SqliteStore {
             lease_ms,
             limit,
             with_payload,
+            endpoints,
         } = request;
         let owner = owner.to_owned();
         let columns: &str = if with_payload {
@@ -35,25 +36,44 @@ impl ProcessingStore for SqliteStore {
         } else {
             &RETURNING_COLUMNS_WITHOUT_PAYLOAD
         };
+        // Rows of endpoints the caller does not serve are skipped (they wait, untouched).
+        let (endpoint_filter, endpoints) = match endpoints {
+            Some([]) => return Ok(Vec::new()),
+            Some(ids) => {
+                let placeholders: Vec<String> =
+                    (0..ids.len()).map(|i| format!("?{}", i + 6)).collect();
+                (
+                    format!("AND endpoint_id IN ({})", placeholders.join(", ")),
+                    ids.to_vec(),
+                )
+            }
+            None => (String::new(), Vec::new()),
+        };
         let sql = format!(
             "UPDATE inbox SET lease_owner = ?1, lease_until = ?2, \
-                     attempt_count = attempt_count + 1 \
+                     attempt_count = attempt_count + 1, lease_seq = ?5 \
                  WHERE inbox_id IN ( \
                      SELECT inbox_id FROM inbox INDEXED BY inbox_due \
                      WHERE status = 'RECEIVED' \
                        AND (next_attempt_at IS NULL OR next_attempt_at <= ?3) \
                        AND (lease_until IS NULL OR lease_until <= ?3) \
+                       {endpoint_filter} \
                      ORDER BY next_attempt_at LIMIT ?4) \
                  RETURNING {columns}"
         );
         let lease_until = now_ms.saturating_add(lease_ms.max(1));
         self.write(move |tx| {
+            let seq: i64 = tx
+                .prepare_cached(
+                    "UPDATE lease_sequence SET value = value + 1 WHERE id = 1 RETURNING value",
+                )?
+                .query_row([], |r| r.get(0))?;
+            let mut params: Vec<&dyn rusqlite::ToSql> =
+                vec![&owner, &lease_until, &now_ms, &limit, &seq];
+            params.extend(endpoints.iter().map(|e| e as &dyn rusqlite::ToSql));
             let mut stmt = tx.prepare_cached(&sql)?;
             let rows = stmt
-                .query_map(
-                    rusqlite::params![owner, lease_until, now_ms, i64::from(limit)],
-                    record,
-                )?
+                .query_map(params.as_slice(), record)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })
@@ -106,7 +126,7 @@ impl ProcessingStore for SqliteStore {
 
 /// The body of the processing transaction (see `ProcessingStore::complete_all`).
 fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed> {
-    type Fenced = (String, String, String, Option<String>, Option<i64>);
+    type Fenced = (String, String, String, Option<String>, Option<i64>, i64);
     let fenced: Option<Fenced> = tx
         .prepare_cached(COMPLETE_FENCE.sqlite())?
         .query_row(rusqlite::params![r.inbox_id, r.owner, r.now_ms], |row| {
@@ -116,10 +136,12 @@ fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed>
                 row.get(2)?,
                 row.get(3)?,
                 row.get(4)?,
+                row.get(5)?,
             ))
         })
         .optional()?;
-    let Some((provider, endpoint_id, event_id, object_id, object_version)) = fenced else {
+    let Some((provider, endpoint_id, event_id, object_id, object_version, lease_seq)) = fenced
+    else {
         return Err(Failed::LeaseLost);
     };
 
@@ -149,7 +171,7 @@ fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed>
             ))?;
             if fresh == 1 {
                 for change in &handler.changes {
-                    payments::apply(tx, change)?;
+                    payments::apply(tx, change, lease_seq)?;
                 }
             }
         }

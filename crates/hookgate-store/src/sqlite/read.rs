@@ -244,6 +244,18 @@ impl InspectStore for SqliteStore {
         .await
     }
 
+    async fn received_per_endpoint(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT endpoint_id, count(*) FROM inbox INDEXED BY inbox_due \
+                 WHERE status = 'RECEIVED' GROUP BY endpoint_id",
+            )?
+            .query_map([], mapped(|r| Ok((r.text(0)?, r.count(1)?))))?
+            .collect()
+        })
+        .await
+    }
+
     async fn distinct_event_ids(&self, endpoint_id: &str) -> Result<Vec<String>, StoreError> {
         let endpoint_id = endpoint_id.to_owned();
         self.read(move |conn| {

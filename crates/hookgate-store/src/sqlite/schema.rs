@@ -26,6 +26,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../migrations/sqlite/0005_replay_digests.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_stage_faults.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -93,7 +97,7 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5, 6]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
@@ -336,7 +340,7 @@ mod tests {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 5);
+        assert_eq!(version, latest_version());
         let check: String = conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();

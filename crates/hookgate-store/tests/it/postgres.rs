@@ -10,10 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::conformance;
+use crate::conformance::StoreTestExt;
 use crate::conformance::row_for as row;
 use hookgate_store::postgres::{PostgresOptions, PostgresStore};
 use hookgate_store::{
-    Acceptance, GroupCommitOptions, InboxStore, InspectStore, ProcessingStore, Store, StoreError,
+    Acceptance, GroupCommitOptions, InboxStore, InspectStore, OutboxStore, ProcessingStore, Store,
+    StoreError,
 };
 use hookgate_testkit::PgTestDb;
 
@@ -489,7 +491,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7]);
     for s in stores {
         s.close().await;
     }
@@ -807,4 +809,138 @@ fn commit_failpoint_fails_every_caller_and_commits_nothing() {
         );
         store.close().await;
     });
+}
+
+/// The text of each plan line of `EXPLAIN {statement}`.
+async fn explain(client: &tokio_postgres::Client, statement: &str) -> String {
+    client
+        .simple_query(&format!("EXPLAIN {statement}"))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_owned),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// What a `/metrics` scrape and the outbox lease ask is answered from indexes on an outbox of
+/// 25,000 rows: the FAILED count reads `outbox_failed`, and the lease (no `IS NULL OR`, no
+/// `NULLS FIRST`) is one range scan of its destination's due rows in `outbox_due`.
+#[tokio::test]
+async fn scrapes_and_outbox_leases_use_indexes_on_a_big_outbox() {
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    store.close().await;
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at, \
+                 payload_key_version, payload_digest, matched_secret_version, status, \
+                 next_attempt_at) \
+             SELECT 'row_' || n, 'stripe', 'ep', 'evt_' || n, n, 1, '\\x00', 'v1', 'PROCESSED', n \
+             FROM generate_series(1, 25000) AS n; \
+             INSERT INTO outbox (outbox_id, inbox_id, destination, status, attempt_count, \
+                 next_attempt_at, created_at) \
+             SELECT 'row_' || n || ':d', 'row_' || n, 'd' || (n % 3), \
+                 CASE WHEN n % 10 = 0 THEN 'FAILED' WHEN n % 3 = 0 THEN 'PENDING' \
+                      ELSE 'DELIVERED' END, 1, n, n \
+             FROM generate_series(1, 25000) AS n; \
+             ANALYZE inbox; ANALYZE outbox;",
+        )
+        .await
+        .unwrap();
+    let failed = explain(
+        &client,
+        "SELECT count(*) FROM outbox WHERE status = 'FAILED'",
+    )
+    .await;
+    assert!(failed.contains("outbox_failed"), "{failed}");
+    assert!(!failed.contains("Seq Scan on outbox"), "{failed}");
+    // The lease's CTE as the store runs it.
+    let lease = explain(
+        &client,
+        "SELECT outbox_id FROM outbox \
+         WHERE status = 'PENDING' AND destination = 'd1' \
+           AND next_attempt_at <= 20000 \
+           AND (lease_until IS NULL OR lease_until <= 20000) \
+         ORDER BY next_attempt_at, created_at LIMIT 16 FOR UPDATE SKIP LOCKED",
+    )
+    .await;
+    assert!(lease.contains("outbox_due"), "{lease}");
+    assert!(!lease.contains("Seq Scan on outbox"), "{lease}");
+    assert!(
+        !lease.contains("Sort"),
+        "the index gives the order:\n{lease}"
+    );
+    drop(client);
+    drop(db);
+}
+
+/// A database at schema version 5 (the previous one) opens at version 7: a delivery left
+/// without `next_attempt_at` becomes due at its creation and is leased, and an old payment row
+/// (no lease number, a far-future `refreshed_at`) gives way to a new fetch.
+#[tokio::test]
+async fn migration_7_makes_old_deliveries_due_and_orders_fetches_by_lease() {
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let accepted = store.accept(row("stripe", "ep", "evt_old")).await.unwrap();
+    store.close().await;
+    // As a version 5 gateway left it.
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "DROP INDEX outbox_failed; DROP INDEX outbox_due; DROP SEQUENCE lease_seq; \
+             ALTER TABLE inbox DROP COLUMN lease_seq; \
+             ALTER TABLE payment_state DROP COLUMN fetch_seq; \
+             CREATE INDEX outbox_due ON outbox (next_attempt_at) WHERE status = 'PENDING'; \
+             DELETE FROM schema_migrations WHERE version > 5; \
+             INSERT INTO payment_state (object_id, object_type, status, refreshed_at, \
+                 last_event_id) VALUES ('pi_old', 'payment_intent', 'old', 9000000000000, 'e0');",
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO outbox (outbox_id, inbox_id, destination, status, created_at) \
+             VALUES ('old:d', $1, 'd', 'PENDING', 5)",
+            &[&accepted.inbox_id()],
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let deliveries = store
+        .lease_deliveries("d", "relay", 10, 1_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(deliveries.len(), 1, "due from its creation");
+    let now = conformance::now_ms() + 1_000;
+    let leased = store.lease_due("w", now, 60_000, 10).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    let outcome = store
+        .complete(hookgate_store::ProcessingResult {
+            inbox_id: leased[0].inbox_id.clone(),
+            owner: "w".into(),
+            now_ms: now,
+            handlers: vec![hookgate_store::HandlerOutput {
+                consumer: "p".into(),
+                changes: vec![hookgate_store::BusinessChange::UpsertPaymentState {
+                    object_id: "pi_old".into(),
+                    object_type: "payment_intent".into(),
+                    status: "new".into(),
+                    amount: None,
+                    currency: None,
+                    refreshed_at_ms: now,
+                    last_event_id: "evt_old".into(),
+                }],
+            }],
+            destinations: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(outcome, hookgate_core::Outcome::Applied);
+    let state = store.payment_state("pi_old").await.unwrap().unwrap();
+    assert_eq!(state.status, "new");
+    store.close().await;
 }

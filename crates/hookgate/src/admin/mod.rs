@@ -36,6 +36,19 @@ async fn render_metrics(State(s): State<AdminState>) -> String {
         Ok(Ok(backlog)) => telemetry::backlog_observed(&backlog, s.app.clock.now_ms()),
         _ => telemetry::backlog_unavailable(),
     }
+    let waiting = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        s.app.store.received_per_endpoint(),
+    )
+    .await;
+    if let Ok(Ok(waiting)) = waiting {
+        let runtime = s.app.runtime.load();
+        telemetry::orphans_observed(
+            waiting
+                .iter()
+                .filter(|(endpoint, _)| !runtime.endpoints.contains_key(endpoint)),
+        );
+    }
     s.metrics.render()
 }
 

@@ -163,6 +163,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
     if endpoints.is_empty() {
         warnings.push("no [[endpoints]] configured: every webhook will get 404".into());
     }
+    check_handler_timeouts(&endpoints, &providers, &worker)?;
 
     Ok(Config {
         path: path.to_owned(),
@@ -201,6 +202,40 @@ fn resolve_worker(raw: Option<&raw::RawWorker>) -> Result<WorkerConfig, ConfigEr
         lease: Duration::from_secs(lease_seconds),
         poll_interval: Duration::from_millis(poll_ms),
     })
+}
+
+/// Room a leased row keeps after its slowest handler call, to commit the result before the
+/// lease ends (as the relay keeps a second after a destination's `timeout_ms`).
+pub(super) const LEASE_MARGIN: Duration = Duration::from_secs(1);
+
+/// Leases are not renewed: a handler call that may outlive `[worker] lease_seconds` lets a
+/// second worker lease and process the same event while the first is still waiting. So every
+/// handler timeout some endpoint uses must end `LEASE_MARGIN` before the lease does.
+fn check_handler_timeouts(
+    endpoints: &[EndpointConfig],
+    providers: &ProvidersConfig,
+    worker: &WorkerConfig,
+) -> Result<(), ConfigError> {
+    let uses_stripe = endpoints
+        .iter()
+        .any(|e| e.handlers.contains(&HandlerKind::PaymentsProjection));
+    let Some(stripe) = providers.stripe.as_ref().filter(|_| uses_stripe) else {
+        return Ok(());
+    };
+    if stripe.timeout + LEASE_MARGIN > worker.lease {
+        return Err(err(
+            "providers.stripe.timeout_ms",
+            format!(
+                "{} ms does not fit in worker.lease_seconds ({} s) with {} ms left to commit: \
+                 leases are not renewed, so a slower call would let another worker process the \
+                 same event; lower timeout_ms or raise worker.lease_seconds",
+                stripe.timeout.as_millis(),
+                worker.lease.as_secs(),
+                LEASE_MARGIN.as_millis(),
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_providers(

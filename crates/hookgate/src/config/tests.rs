@@ -201,6 +201,22 @@ fn config_valid_files_resolve() {
             },
         ),
         (
+            "a short lease without handlers, whatever the Stripe timeout",
+            plus(
+                "[worker]\nlease_seconds = 2\n[providers.stripe]\napi_key = \"sk\"\ntimeout_ms = 120000\n",
+            ),
+            |c| assert_eq!(c.worker.lease, Duration::from_secs(2)),
+        ),
+        (
+            "a handler timeout that fits in the lease with its margin",
+            plus(
+                "[worker]\nlease_seconds = 11\n[providers.stripe]\napi_key = \"sk\"\n\
+                 [[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nsecrets = [{ version = \"v1\", value = \"whsec_x\" }]\n\
+                 handlers = [\"payments_projection\"]\n",
+            ),
+            |c| assert_eq!(c.worker.lease, Duration::from_secs(11)),
+        ),
+        (
             "providers.stripe and a payments endpoint",
             plus(
                 "[providers.stripe]\napi_base = \"https://stripe.test/\"\napi_key = \"sk_test\"\ntimeout_ms = 500\n\n\
@@ -633,6 +649,23 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         (
             plus("[worker]\nlease_seconds = 86401\n"),
             "config error at `worker.lease_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus(
+                "[worker]\nlease_seconds = 30\n[providers.stripe]\napi_key = \"sk\"\ntimeout_ms = 120000\n\
+                 [[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nsecrets = [{ version = \"v1\", value = \"whsec_x\" }]\n\
+                 handlers = [\"payments_projection\"]\n",
+            ),
+            "config error at `providers.stripe.timeout_ms`: 120000 ms does not fit in worker.lease_seconds (30 s) with 1000 ms left to commit: leases are not renewed, so a slower call would let another worker process the same event; lower timeout_ms or raise worker.lease_seconds",
+        ),
+        (
+            // The default timeout (10 s) against a short lease; the margin counts.
+            plus(
+                "[worker]\nlease_seconds = 10\n[providers.stripe]\napi_key = \"sk\"\n\
+                 [[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nsecrets = [{ version = \"v1\", value = \"whsec_x\" }]\n\
+                 handlers = [\"payments_projection\"]\n",
+            ),
+            "config error at `providers.stripe.timeout_ms`: 10000 ms does not fit in worker.lease_seconds (10 s) with 1000 ms left to commit: leases are not renewed, so a slower call would let another worker process the same event; lower timeout_ms or raise worker.lease_seconds",
         ),
         (
             plus("[worker]\npoll_interval_ms = 0\n"),

@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 use super::limits::{client_address, is_trusted};
 use super::response::{Answer, HttpResponse};
 use crate::state::{AppState, EndpointRuntime};
-use crate::telemetry;
+use crate::telemetry::{self, CommitEnd};
 
 /// How the connection reached us.
 #[derive(Debug, Clone, Copy)]
@@ -219,9 +219,7 @@ where
     };
     let commit_started = Instant::now();
     let result = state.store.accept(row).await;
-    // A shed row never reached a transaction: not a commit failure.
-    let failed = matches!(&result, Err(e) if !matches!(e, StoreError::Overloaded));
-    telemetry::commit_finished(commit_started.elapsed(), !failed);
+    telemetry::commit_finished(commit_started.elapsed(), CommitEnd::of(&result));
     match result {
         Ok(acceptance) => {
             hookgate_core::fail_point!("ingress.after_commit_before_response");
@@ -356,6 +354,9 @@ fn object_from_pointers(
     envelope: &mut hookgate_core::Envelope,
 ) {
     let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
+        if cfg.object_version_pointer.is_some() {
+            telemetry::event_unversioned(&cfg.id);
+        }
         return;
     };
     if let Some(pointer) = &cfg.object_id_pointer {
@@ -373,6 +374,9 @@ fn object_from_pointers(
             Some(serde_json::Value::String(s)) => s.parse::<i64>().ok(),
             _ => None,
         };
+        if envelope.object_version.is_none() {
+            telemetry::event_unversioned(&cfg.id);
+        }
     }
     if envelope.object_version.is_some() && envelope.object_id.is_none() {
         tracing::debug!(endpoint = %cfg.id, "object version without an object id; the gate is skipped");

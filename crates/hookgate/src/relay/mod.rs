@@ -38,7 +38,8 @@ use tokio::task::JoinSet;
 
 use crate::config::destinations::{DestinationConfig, DestinationKind};
 use crate::stage::attempt::{
-    Failure, Subject, attempt_number, next_attempt, open_payload, settle_failure,
+    Failure, NextAttempt, Subject, abandoned, attempt_number, next_attempt, open_payload,
+    settle_failure,
 };
 use crate::stage::{self, Settled, StageLoop, StagePool, Step};
 use crate::state::AppState;
@@ -193,6 +194,21 @@ async fn deliver_one(
     row: LeasedDelivery,
 ) -> DeliveryOutcome {
     let LeasedDelivery { delivery, event } = row;
+    let destination = d.config.id.as_str();
+    let subject = Subject {
+        stage: stage::DELIVERY,
+        inbox_id: &event.inbox_id,
+        destination: Some(destination),
+        attempt: attempt_number(delivery.attempt_count),
+    };
+    // Leased more often than its attempts allow: a crash loop, not worth another send.
+    if let Some(next) = abandoned(
+        &d.config.retry,
+        delivery.attempt_count,
+        delivery.last_error.as_deref(),
+    ) {
+        return record_failure(state, &delivery.outbox_id, owner, &subject, next).await;
+    }
     let runtime = state.runtime.load_full();
     let result = match open_payload(&runtime.keyring, &event) {
         Ok(body) => {
@@ -208,13 +224,6 @@ async fn deliver_one(
             d.destination.deliver(&message).await
         }
         Err(e) => Err(DeliveryError::Permanent(e.to_string())),
-    };
-    let destination = d.config.id.as_str();
-    let subject = Subject {
-        stage: stage::DELIVERY,
-        inbox_id: &event.inbox_id,
-        destination: Some(destination),
-        attempt: attempt_number(delivery.attempt_count),
     };
     let failure = match result {
         Ok(delivered) => {
@@ -268,20 +277,31 @@ async fn deliver_one(
         now,
         rand::random::<u64>(),
     );
+    record_failure(state, &delivery.outbox_id, owner, &subject, next).await
+}
+
+/// Records the failed delivery attempt `next` decided, fenced on the lease.
+async fn record_failure(
+    state: &AppState,
+    outbox_id: &str,
+    owner: &str,
+    subject: &Subject<'_>,
+    next: NextAttempt,
+) -> DeliveryOutcome {
+    let now = state.clock.now_ms();
     let recorded = state
         .store
         .fail_delivery(FailedDelivery {
-            outbox_id: delivery.outbox_id.clone(),
+            outbox_id: outbox_id.to_owned(),
             owner: owner.to_owned(),
             now_ms: now,
             error: next.last_error(),
             retry_at_ms: next.retry_at_ms,
         })
         .await;
-    settle_failure(&subject, &next, now, recorded)
+    settle_failure(subject, &next, now, recorded)
 }
 
-/// The delivery stage: loop `i` delivers destination `i`.
 struct DeliveryLoops {
     relay: Arc<Relay>,
     instance: uuid::Uuid,

@@ -106,6 +106,33 @@ pub fn next_attempt(
     }
 }
 
+/// A row leased more times than its policy allows attempts (`attempt_count > max_attempts`)
+/// without completing — its handler or delivery kept killing the process, outliving the
+/// lease, or the store kept refusing the result — ends `FAILED` instead of being leased
+/// forever: the stage checks this right after the lease, before any work. The diagnostic
+/// names the count and the previous (already redacted, bounded) `last_error` only.
+pub fn abandoned(
+    policy: &RetryPolicy,
+    attempt_count: i64,
+    last_error: Option<&str>,
+) -> Option<NextAttempt> {
+    if attempt_count <= i64::from(policy.max_attempts) {
+        return None;
+    }
+    let mut message = format!(
+        "abandoned after {attempt_count} leases without completing (max_attempts = {})",
+        policy.max_attempts
+    );
+    if let Some(last) = last_error {
+        message.push_str("; last: ");
+        message.push_str(last);
+    }
+    Some(NextAttempt {
+        retry_at_ms: None,
+        message,
+    })
+}
+
 /// The row an attempt was about, for logs and metrics (never payload bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct Subject<'a> {
@@ -204,6 +231,17 @@ mod tests {
             message: "x".repeat(MAX_LAST_ERROR_CHARS * 2),
         };
         assert_eq!(next.last_error().chars().count(), MAX_LAST_ERROR_CHARS);
+    }
+
+    #[test]
+    fn rows_leased_beyond_their_attempts_are_abandoned() {
+        assert_eq!(abandoned(&POLICY, 3, None), None);
+        let next = abandoned(&POLICY, 4, Some("transient: down")).unwrap();
+        assert_eq!(next.retry_at_ms, None);
+        assert_eq!(
+            next.message,
+            "abandoned after 4 leases without completing (max_attempts = 3); last: transient: down"
+        );
     }
 
     #[test]

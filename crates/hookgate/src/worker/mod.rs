@@ -14,7 +14,10 @@
 //!
 //! Leases are not renewed: a row whose processing outlives `[worker] lease_seconds` returns to
 //! the inbox, another worker may take it, and the slow worker's commit is refused
-//! (`LeaseLost`) — so keep handler timeouts below the lease.
+//! (`LeaseLost`) — so config refuses handler timeouts that do not fit in the lease. A row
+//! leased more often than its endpoint's `max_attempts` allows is abandoned (`FAILED`) at that
+//! lease, before any work: a crash loop ends. Leases name the configured endpoints, so rows of
+//! a removed endpoint wait for it.
 //!
 //! [`Processor::run_once`] does one unit of work without sleeping (tests drain with it);
 //! [`start`] runs `concurrency` supervised loops of it as the `processing` stage
@@ -27,7 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate_store::{
-    FailedAttempt, HandlerOutput, InboxRecord, ProcessingError, ProcessingResult, StoreError,
+    FailedAttempt, HandlerOutput, InboxRecord, LeaseRequest, ProcessingError, ProcessingResult,
+    StoreError,
 };
 use tokio::sync::watch;
 
@@ -35,7 +39,8 @@ use self::handler::{Handler, HandlerError, VerifiedEvent};
 use self::payments::{PaymentsProjection, StripeFetcher};
 use crate::config::HandlerKind;
 use crate::stage::attempt::{
-    Failure, Subject, attempt_number, next_attempt, open_payload, settle_failure,
+    Failure, NextAttempt, Subject, abandoned, attempt_number, next_attempt, open_payload,
+    settle_failure,
 };
 use crate::stage::{self, Settled, StageLoop, StagePool, Step};
 use crate::state::{AppState, Runtime};
@@ -71,14 +76,21 @@ impl Processor {
         let now = self.state.clock.now_ms();
         // Decided on the same runtime snapshot that processes the rows: without handlers
         // nothing opens a payload, so none is read.
-        let store = &self.state.store;
-        let leased = if without_handlers(&runtime) {
-            store
-                .lease_due_without_payload(owner, now, lease_ms, limit)
-                .await?
-        } else {
-            store.lease_due(owner, now, lease_ms, limit).await?
-        };
+        // Only rows of configured endpoints: those of an endpoint removed from the config wait
+        // (RECEIVED, attempts unchanged) until it comes back, counted as orphaned.
+        let endpoints: Vec<String> = runtime.endpoints.keys().cloned().collect();
+        let leased = self
+            .state
+            .store
+            .lease(LeaseRequest {
+                owner,
+                now_ms: now,
+                lease_ms,
+                limit,
+                with_payload: !without_handlers(&runtime),
+                endpoints: Some(&endpoints),
+            })
+            .await?;
         let mut out: Vec<Option<Processed>> = Vec::with_capacity(leased.len());
         let mut ready = Vec::new();
         let mut ready_rows = Vec::new();
@@ -109,8 +121,19 @@ impl Processor {
         runtime: &Runtime,
         record: &InboxRecord,
     ) -> Result<ProcessingResult, Processed> {
+        let endpoint = runtime.endpoints.get(&record.endpoint_id);
+        if let Some(next) = endpoint.and_then(|e| {
+            abandoned(
+                &e.config.retry,
+                record.attempt_count,
+                record.last_error.as_deref(),
+            )
+        }) {
+            return Err(self.record_failure(owner, record, next).await);
+        }
         hookgate_core::fail_point!("worker.after_lease");
-        let Some(endpoint) = runtime.endpoints.get(&record.endpoint_id) else {
+        // Not reached while leases name the runtime's endpoints (the same snapshot).
+        let Some(endpoint) = endpoint else {
             return Err(self
                 .fail(
                     owner,
@@ -217,6 +240,18 @@ impl Processor {
             retry_after: None,
         };
         let next = next_attempt(policy, attempt, failure, now, rand::random::<u64>());
+        self.record_failure(owner, record, next).await
+    }
+
+    /// Records the failed attempt `next` decided, fenced on the lease.
+    async fn record_failure(
+        &self,
+        owner: &str,
+        record: &InboxRecord,
+        next: NextAttempt,
+    ) -> Processed {
+        let now = self.state.clock.now_ms();
+        let attempt = attempt_number(record.attempt_count);
         let failed = FailedAttempt {
             inbox_id: record.inbox_id.clone(),
             owner: owner.to_owned(),

@@ -3,8 +3,9 @@
 //! Stripe objects carry no version, and webhooks arrive in any order (a refund before its
 //! charge, `succeeded` before `processing`). So `prepare` ignores what the event says about
 //! the object and fetches its *current* state through Stripe's REST API, and `apply` stores
-//! that: whatever the arrival order, the projection converges on the provider's truth. (The
-//! store keeps the newest fetch if two race: `refreshed_at` only moves forward.)
+//! that: whatever the arrival order, the projection converges on the provider's truth. (If two
+//! race, the store keeps the fetch made under the later lease — a database sequence, never the
+//! instances' clocks; see `BusinessChange::UpsertPaymentState`.)
 //!
 //! Fetchers are behind [`ObjectFetcher`], so other providers can add theirs.
 

@@ -13,5 +13,6 @@ mod pipeline;
 mod postgres;
 mod processing;
 mod roles;
+mod stage_faults;
 mod tls;
 mod vectors;

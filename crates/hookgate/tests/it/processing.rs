@@ -198,7 +198,8 @@ async fn fake_get(
 
 fn stripe_section(fake: &FakeStripe) -> String {
     format!(
-        "[providers.stripe]\napi_base = {}\napi_key = {}\ntimeout_ms = 5000\n",
+        // The fake answers within 150 ms; 1 s fits the crash tests' 2 s lease with its margin.
+        "[providers.stripe]\napi_base = {}\napi_key = {}\ntimeout_ms = 1000\n",
         q(&fake.base()),
         q(STRIPE_KEY)
     )
@@ -845,7 +846,7 @@ async fn crash_then_restart_converges(backend: Backend, failpoint: &str, attempt
     fake.set("payment_intent", "pi_crash", "succeeded", 4200);
     let files = gateway(backend, Some(&fake), &stripe_endpoint(""))
         .workers(1)
-        .worker_settings("lease_seconds = 1\npoll_interval_ms = 20")
+        .worker_settings("lease_seconds = 2\npoll_interval_ms = 20")
         .write()
         .await;
     let mut first = files.serve(Some(&format!("{failpoint}=abort")));

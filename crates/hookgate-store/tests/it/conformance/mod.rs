@@ -106,6 +106,8 @@ macro_rules! conformance_tests {
             concurrent_copies_of_one_request_one_set_of_rows,
             replayed_body_is_a_duplicate_of_the_first_row,
             concurrent_replays_one_row,
+            lease_skips_rows_of_unserved_endpoints,
+            payment_fetches_are_ordered_by_lease_not_by_clock,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hookgate_core::retry::MAX_LAST_ERROR_CHARS;
 use hookgate_core::{InboxStatus, Outcome};
 use hookgate_store::{
-    BusinessChange, FailedAttempt, HandlerOutput, NewInboxRow, ProcessingError, ProcessingResult,
-    Store,
+    BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, NewInboxRow, ProcessingError,
+    ProcessingResult, Store,
 };
 use tokio::task::JoinSet;
 
@@ -663,4 +663,100 @@ fn permutations(items: &[i64]) -> Vec<Vec<i64>> {
         }
     }
     out
+}
+
+/// Rows of an endpoint the caller does not serve (removed from its config) are not leased:
+/// they stay `RECEIVED` with their attempts unchanged, are reported per endpoint, and are
+/// leased again once the endpoint is served.
+pub async fn lease_skips_rows_of_unserved_endpoints(store: Arc<dyn Store>) {
+    let kept = accept_one(&store, row("ep-kept", "evt_k")).await;
+    let gone = accept_one(&store, row("ep-gone", "evt_g")).await;
+    let t = later();
+    let served = ["ep-kept".to_owned()];
+    let lease = |owner: &'static str, endpoints: &'static [String], now_ms: i64| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .lease(LeaseRequest {
+                    owner,
+                    now_ms,
+                    lease_ms: 1,
+                    limit: 10,
+                    with_payload: false,
+                    endpoints: Some(endpoints),
+                })
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.inbox_id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let served: &'static [String] = Box::leak(Box::new(served));
+    for i in 0..3 {
+        // lease_ms = 1: each lease has expired by the next one.
+        assert_eq!(lease("w", served, t + 10 * i).await, vec![kept.clone()]);
+    }
+    let waiting = store.get_event(&gone).await.unwrap().unwrap();
+    assert_eq!(waiting.status, InboxStatus::Received);
+    assert_eq!(waiting.attempt_count, 0, "an unserved row is never leased");
+    assert!(
+        lease("w", &[], t + 100).await.is_empty(),
+        "no endpoint, no lease"
+    );
+    let mut per_endpoint = store.received_per_endpoint().await.unwrap();
+    per_endpoint.sort();
+    assert_eq!(
+        per_endpoint,
+        [("ep-gone".to_owned(), 1), ("ep-kept".to_owned(), 1)]
+    );
+    let only_gone: &'static [String] = Box::leak(Box::new(["ep-gone".to_owned()]));
+    assert_eq!(
+        lease("w2", only_gone, t + 200).await,
+        vec![gone.clone()],
+        "back once served"
+    );
+    assert_eq!(
+        store.get_event(&gone).await.unwrap().unwrap().attempt_count,
+        1
+    );
+    store.close().await;
+}
+
+/// Payment fetches are ordered by the lease they were made under (a database sequence), not
+/// by the workers' clocks: an instance whose clock runs an hour ahead fetched first (its
+/// lease came first), so the later fetch of an instance with a right clock replaces it.
+pub async fn payment_fetches_are_ordered_by_lease_not_by_clock(store: Arc<dyn Store>) {
+    let early = accept_one(&store, row("ep-clock", "evt_early")).await;
+    let t = later();
+    let ahead = t + 3_600_000;
+    let leased = store.lease_due("fast", ahead, 60_000, 1).await.unwrap();
+    assert_eq!(leased[0].inbox_id, early);
+    let mut r = result(&early, "fast", ahead);
+    r.handlers = vec![HandlerOutput {
+        consumer: "p".into(),
+        changes: vec![payment_change("pi_clock", "processing", ahead, "evt_early")],
+    }];
+    assert_eq!(store.complete(r).await.unwrap(), Outcome::Applied);
+
+    // The object changed after that fetch; its event is leased (and fetched) later.
+    let late = accept_one(&store, row("ep-clock", "evt_late")).await;
+    let t = later();
+    let leased = store.lease_due("right", t, 60_000, 1).await.unwrap();
+    assert_eq!(leased[0].inbox_id, late);
+    let mut r = result(&late, "right", t);
+    r.handlers = vec![HandlerOutput {
+        consumer: "p".into(),
+        changes: vec![payment_change("pi_clock", "succeeded", t, "evt_late")],
+    }];
+    assert_eq!(store.complete(r).await.unwrap(), Outcome::Applied);
+    let state = store.payment_state("pi_clock").await.unwrap().unwrap();
+    assert_eq!(
+        state.status, "succeeded",
+        "a clock ahead must not pin the older state"
+    );
+    assert_eq!(state.last_event_id, "evt_late");
+    assert_eq!(state.write_count, 2);
+    assert!(state.fetch_seq > 0);
+    store.close().await;
 }
