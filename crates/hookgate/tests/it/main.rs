@@ -11,6 +11,7 @@ mod delivery;
 mod pipeline;
 mod postgres;
 mod processing;
+mod providers;
 mod roles;
 mod tls;
 mod vectors;
