@@ -149,33 +149,60 @@ pub struct SignedDelivery {
     pub url: Option<String>,
 }
 
-/// Everything `providers list --json` / `providers show` print about a pack.
+/// Everything `providers list --json` prints about a pack (`providers show` prints it in
+/// words, [`Pack::describe`]).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PackInfo {
     pub id: &'static str,
     pub display_name: &'static str,
     pub scheme: &'static str,
+    /// `docs`, `sdk` or `experimental`.
     pub evidence: &'static str,
     pub sources: Vec<String>,
+    /// The known-answer vectors the pack ships (`testdata/vectors/<id>.json`).
     pub vectors: u32,
     pub content_types: Vec<&'static str>,
+    /// How a configured secret becomes the key (`utf8`, `whsec_base64`, `hex`, …).
+    pub secret_format: &'static str,
+    /// The same, in words: what to paste from the provider.
+    pub secret: String,
     pub signature_headers: Vec<&'static str>,
+    /// Where the signature is and how candidates are read, in words.
+    pub signature: String,
+    /// The template (`{ts}.{body}`) for template schemes, else what the scheme signs.
+    pub signed_bytes: String,
+    pub algorithm: String,
+    pub encoding: &'static str,
     pub id_location: String,
     pub id_signed: bool,
+    pub event_type_location: Option<String>,
     pub type_signed: Option<bool>,
     pub timestamp_signed: bool,
+    pub timestamp_location: Option<String>,
+    pub timestamp_format: Option<&'static str>,
     pub tolerance_seconds: Option<u64>,
+    /// `past_only` or `both`.
+    pub tolerance_window: Option<&'static str>,
+    /// `yes`, `no` or `unknown`.
     pub retries_keep_id: &'static str,
     pub replay_defence: Option<&'static str>,
     pub batch: bool,
+    pub batch_items: Option<String>,
     pub handshakes: Vec<String>,
+    /// The provider-required answers to accepted events (empty: hookgate's own 200).
+    pub answers: Vec<String>,
     pub methods: Vec<String>,
     pub options: Vec<OptionInfo>,
     pub needs_public_url: bool,
+    /// Whether `hookgate send` signs with the configured secret (shared-secret schemes).
     pub signs: bool,
     pub unauthenticated_headers: Vec<&'static str>,
+    /// JSON pointers hookgate reads that the signature does not cover.
+    pub unauthenticated_fields: Vec<&'static str>,
     pub redelivery_horizon_seconds: Option<u64>,
     pub notes: Option<String>,
+    /// An `[[endpoints]]` block for this pack (TOML).
+    pub configuration: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

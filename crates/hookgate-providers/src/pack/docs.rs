@@ -1,18 +1,112 @@
-//! What a pack says about itself: [`PackInfo`] for `providers list --json` / `providers
-//! show`, and `docs/providers.md`, generated from the built-in packs
-//! ([`render_providers_markdown`]; a test of the binary compares it with the file).
+//! What a pack says about itself: [`PackInfo`] for `providers list --json` (the words for
+//! `providers show` and `docs/providers.md` are in `page`).
 
 use std::fmt::Write;
 
 use super::api::OptionInfo;
-use super::{HandshakeAnswer, IdRule, Location, OptionFormat, Pack, PackInfo, Part, builtin_packs};
+use super::{
+    Algorithm, Encoding, HandshakeAnswer, IdRule, Location, OptionFormat, Pack, PackInfo, Part,
+    Scheme, SecretFormat, SignatureFormat, TimeFormat, Window,
+};
 
-fn location_text(location: &Location) -> String {
+pub(super) fn location_text(location: &Location) -> String {
     match location {
         Location::Header(h) => format!("header {h}"),
         Location::Json { pointer, .. } => format!("body {pointer}"),
         Location::SignatureParam(k) => format!("signature item {k}"),
         Location::Query(q) => format!("query {q}"),
+    }
+}
+
+pub(super) fn locations_text(locations: &[Location]) -> Option<String> {
+    if locations.is_empty() {
+        return None;
+    }
+    let texts: Vec<String> = locations.iter().map(location_text).collect();
+    Some(texts.join(", else "))
+}
+
+impl SecretFormat {
+    fn as_str(self) -> &'static str {
+        match self {
+            SecretFormat::Utf8 => "utf8",
+            SecretFormat::WhsecBase64 => "whsec_base64",
+            SecretFormat::Hex => "hex",
+            SecretFormat::Base64 => "base64",
+            SecretFormat::Ed25519PublicHex => "ed25519_public_hex",
+            SecretFormat::P256SpkiDerBase64 => "p256_spki_der_base64",
+            SecretFormat::X509Pem => "x509_pem",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            SecretFormat::Utf8 => {
+                "the secret string exactly as the provider shows it, used verbatim (its UTF-8 \
+                 bytes; not decoded, any prefix included)"
+            }
+            SecretFormat::WhsecBase64 => {
+                "`whsec_` followed by base64, as the provider shows it (the prefix is \
+                 optional); the key is the decoded bytes"
+            }
+            SecretFormat::Hex => {
+                "the HMAC key in hex, as the provider shows it; the key is the decoded bytes"
+            }
+            SecretFormat::Base64 => {
+                "the key in base64, as the provider shows it; the key is the decoded bytes"
+            }
+            SecretFormat::Ed25519PublicHex => {
+                "the provider's Ed25519 public key in hex (64 digits); it verifies only"
+            }
+            SecretFormat::P256SpkiDerBase64 => {
+                "the provider's ECDSA P-256 verification key, base64 of its DER \
+                 SubjectPublicKeyInfo; it verifies only"
+            }
+            SecretFormat::X509Pem => {
+                "the provider's signing certificate in PEM (pinned: a certificate URL named by \
+                 the request is never fetched); it verifies only"
+            }
+        }
+    }
+}
+
+impl Encoding {
+    fn as_str(self) -> &'static str {
+        match self {
+            Encoding::Hex => "hex",
+            Encoding::Base64 => "base64",
+            Encoding::Base64Url => "base64url",
+            Encoding::Text => "text",
+        }
+    }
+}
+
+impl Algorithm {
+    fn hmac_text(self) -> &'static str {
+        match self {
+            Algorithm::Sha1 => "HMAC-SHA1",
+            Algorithm::Sha256 => "HMAC-SHA256",
+            Algorithm::Sha512 => "HMAC-SHA512",
+        }
+    }
+}
+
+impl TimeFormat {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            TimeFormat::UnixSeconds => "unix seconds",
+            TimeFormat::UnixMillis => "unix milliseconds",
+            TimeFormat::Rfc3339 => "RFC 3339",
+        }
+    }
+}
+
+impl Window {
+    fn as_str(self) -> &'static str {
+        match self {
+            Window::PastOnly => "past_only",
+            Window::Both => "both",
+        }
     }
 }
 
@@ -39,32 +133,88 @@ impl Pack {
         text
     }
 
+    /// Whether the signature covers a value read at `location` (the rule `compile` checks
+    /// the declared `signed` flags against).
+    fn location_signed(&self, location: &Location) -> bool {
+        match location {
+            Location::Header(h) => {
+                self.duplicate_checked_headers.contains(h)
+                    || self
+                        .template
+                        .iter()
+                        .any(|p| matches!(p, Part::Header(t) if t == h))
+            }
+            Location::Json { pointer, .. } => {
+                let body = match self.scheme {
+                    Scheme::SharedToken | Scheme::FieldsHmac => false,
+                    Scheme::UrlParamsHmac => true,
+                    _ => self.template.contains(&Part::Body),
+                };
+                body || self
+                    .fields
+                    .as_ref()
+                    .is_some_and(|f| f.fields.contains(pointer))
+            }
+            Location::SignatureParam(_) => true,
+            Location::Query(_) => false,
+        }
+    }
+
+    /// Every location hookgate reads the id, type, object or created-at from.
+    fn read_locations(&self) -> Vec<Location> {
+        let mut out: Vec<Location> = match &self.event_id {
+            IdRule::Headers(names) => names.iter().map(|n| Location::Header(n)).collect(),
+            IdRule::Json(pointers) => pointers
+                .iter()
+                .map(|p| Location::Json {
+                    pointer: p,
+                    optional: false,
+                })
+                .collect(),
+            IdRule::Composed(parts) => parts
+                .iter()
+                .map(|(p, optional)| Location::Json {
+                    pointer: p,
+                    optional: *optional,
+                })
+                .collect(),
+        };
+        for l in [
+            &self.event_type,
+            &self.object_id,
+            &self.object_version,
+            &self.created_at,
+        ] {
+            out.extend(l.iter().copied());
+        }
+        out
+    }
+
     /// Headers hookgate reads that no signature covers (a sender could change them).
     pub fn unauthenticated_headers(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
-        let mut add = |locations: &[Location]| {
-            for l in locations {
-                if let Location::Header(h) = l {
-                    let signed = self.duplicate_checked_headers.contains(h)
-                        || self
-                            .template
-                            .iter()
-                            .any(|p| matches!(p, Part::Header(t) if t == h));
-                    if !signed && !out.contains(h) {
-                        out.push(*h);
-                    }
-                }
+        for l in self.read_locations() {
+            if let Location::Header(h) = l
+                && !self.location_signed(&l)
+                && !out.contains(&h)
+            {
+                out.push(h);
             }
-        };
-        if let IdRule::Headers(names) = &self.event_id {
-            add(&names
-                .iter()
-                .map(|n| Location::Header(n))
-                .collect::<Vec<_>>());
         }
-        add(&self.event_type);
-        add(&self.object_id);
-        add(&self.created_at);
+        out
+    }
+
+    /// JSON fields (or form fields) hookgate reads that no signature covers.
+    pub fn unauthenticated_fields(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for l in self.read_locations() {
+            if let Location::Json { pointer, .. } = l
+                && !self.location_signed(&l)
+                && !out.contains(&pointer)
+            {
+                out.push(pointer);
+            }
+        }
         out
     }
 
@@ -86,8 +236,11 @@ impl Pack {
                     }
                     HandshakeAnswer::Constant { status, body, .. } => format!("{status} {body}"),
                 };
+                let challenge = h
+                    .challenge
+                    .map_or(String::new(), |c| format!(" (challenge: body {c})"));
                 format!(
-                    "{} {} = {}: {answer}",
+                    "{} {} = {}: {answer}{challenge}",
                     h.method,
                     location_text(&h.when),
                     h.equals
@@ -96,7 +249,213 @@ impl Pack {
             .collect()
     }
 
-    /// Everything `providers list --json` / `providers show` print about this pack.
+    fn answer_texts(&self) -> Vec<String> {
+        self.answers
+            .iter()
+            .map(|a| {
+                let mut text = match a.when_present {
+                    Some(l) => format!("when {} is present: ", location_text(&l)),
+                    None => String::new(),
+                };
+                text.push_str(&a.status.to_string());
+                match (a.content_type, a.body) {
+                    (_, "") => text.push_str(", empty body"),
+                    (Some(ct), body) => {
+                        let _ = write!(text, " {ct} {body}");
+                    }
+                    (None, body) => {
+                        let _ = write!(text, " {body}");
+                    }
+                }
+                if let Some(option) = a.body_option {
+                    let _ = write!(text, " (options.{option} replaces the body)");
+                }
+                text
+            })
+            .collect()
+    }
+
+    fn signature_text(&self) -> String {
+        let headers = self.signature_header_names.join(" or ");
+        let format = match &self.format {
+            SignatureFormat::Plain {
+                prefix,
+                prefix_optional,
+                repeated_header,
+            } => {
+                let mut text = "the value is the signature".to_owned();
+                if let Some(p) = prefix {
+                    let _ = write!(
+                        text,
+                        " after the prefix `{p}`{}",
+                        if *prefix_optional { " (optional)" } else { "" }
+                    );
+                }
+                if *repeated_header {
+                    text.push_str("; every occurrence of the header is a candidate");
+                }
+                text
+            }
+            SignatureFormat::KeyValue {
+                pair_separator,
+                kv_separator,
+                signature_keys,
+                timestamp_key,
+                ..
+            } => {
+                let keys: Vec<String> = signature_keys.iter().map(|k| format!("`{k}`")).collect();
+                let mut text = format!(
+                    "`key{kv_separator}value` items separated by `{pair_separator}`; every {} \
+                     item is a candidate (other keys are ignored)",
+                    keys.join(" or ")
+                );
+                if let Some(t) = timestamp_key {
+                    let _ = write!(text, "; the timestamp is item `{t}`");
+                }
+                text
+            }
+            SignatureFormat::VersionedList {
+                separator,
+                version_separator,
+                versions,
+            } => {
+                let versions: Vec<String> = versions.iter().map(|v| format!("`{v}`")).collect();
+                format!(
+                    "`<version>{version_separator}<signature>` entries separated by {}; every {} \
+                     entry is a candidate (other versions are skipped)",
+                    if *separator == " " {
+                        "spaces".to_owned()
+                    } else {
+                        format!("`{separator}`")
+                    },
+                    versions.join(" or ")
+                )
+            }
+        };
+        let mut text = if headers.is_empty() {
+            String::new()
+        } else {
+            format!("header {headers}: {format}")
+        };
+        if let Some(fields) = &self.fields {
+            let place = match &self.batch {
+                Some(_) => "each batch item".to_owned(),
+                None => fields
+                    .object
+                    .iter()
+                    .map(|o| {
+                        if o.is_empty() {
+                            "the body itself".to_owned()
+                        } else {
+                            format!("the object at body {o}")
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", else "),
+            };
+            let embedded = format!("field {} of {place}", fields.signature);
+            text = if text.is_empty() {
+                embedded
+            } else {
+                format!("{embedded}; without it, {text} (over the raw body)")
+            };
+        }
+        if self.scheme != Scheme::SharedToken {
+            text.push_str(". The request verifies if any candidate matches any trusted secret");
+        }
+        text
+    }
+
+    /// The signed bytes: the pack's template (raw), or what its scheme signs, in words.
+    fn signed_bytes_text(&self) -> String {
+        match self.scheme {
+            Scheme::SharedToken => {
+                "nothing: the header carries the shared token itself, compared in constant time \
+                 (it authenticates the sender, not the body, id or type)"
+                    .to_owned()
+            }
+            Scheme::UrlParamsHmac => {
+                let mut text = "`{url}` followed by every form parameter's name and value, sorted \
+                                by name"
+                    .to_owned();
+                if let Some(p) = self.body_hash_param {
+                    let _ = write!(
+                        text,
+                        "; a non-form body is bound by its hex SHA-256 in the signed query \
+                         parameter `{p}`"
+                    );
+                }
+                text
+            }
+            Scheme::FieldsHmac => {
+                let mut text = match &self.fields {
+                    Some(f) => {
+                        let fields: Vec<String> =
+                            f.fields.iter().map(|p| format!("`{p}`")).collect();
+                        let joined = if f.separator.is_empty() {
+                            "concatenated".to_owned()
+                        } else {
+                            format!("joined by `{}`", f.separator)
+                        };
+                        format!("the fields {} {joined}", fields.join(", "))
+                    }
+                    None => String::new(),
+                };
+                if !self.signature_header_names.is_empty() && !self.template.is_empty() {
+                    let _ = write!(text, "; header form: `{}`", self.template_text());
+                }
+                text
+            }
+            _ => self.template_text(),
+        }
+    }
+
+    pub(super) fn template_text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.template {
+            match part {
+                Part::Literal(bytes) => out.push_str(&String::from_utf8_lossy(bytes)),
+                Part::Body => out.push_str("{body}"),
+                Part::Timestamp => out.push_str("{ts}"),
+                Part::Id => out.push_str("{id}"),
+                Part::Header(h) => {
+                    let _ = write!(out, "{{header:{h}}}");
+                }
+                Part::Url => out.push_str("{url}"),
+                Part::Option(o) => {
+                    let _ = write!(out, "{{option:{o}}}");
+                }
+                Part::BodyCrc32 => out.push_str("{body_crc32}"),
+            }
+        }
+        out
+    }
+
+    fn algorithm_text(&self) -> String {
+        match self.scheme {
+            Scheme::Hmac | Scheme::FieldsHmac => {
+                format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
+            }
+            Scheme::UrlParamsHmac => {
+                let mut text =
+                    format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str());
+                if let Some(h) = self.algorithm_header {
+                    let _ = write!(text, " (or the HMAC the `algorithm=` item of {h} selects)");
+                }
+                text
+            }
+            Scheme::Ed25519 => format!("Ed25519, {}", self.encoding.as_str()),
+            Scheme::EcdsaP256 => {
+                format!("ECDSA P-256 / SHA-256 (DER), {}", self.encoding.as_str())
+            }
+            Scheme::RsaSha256Certificate => {
+                format!("RSA PKCS#1 v1.5 / SHA-256, {}", self.encoding.as_str())
+            }
+            Scheme::SharedToken => "shared token, constant-time comparison".to_owned(),
+        }
+    }
+
+    /// Everything `providers list --json` prints about this pack.
     pub fn info(&self) -> PackInfo {
         PackInfo {
             id: self.id,
@@ -106,16 +465,41 @@ impl Pack {
             sources: self.sources.clone(),
             vectors: self.vectors,
             content_types: self.content_types.to_vec(),
+            secret_format: self.secret_format.as_str(),
+            secret: self.secret_format.description().to_owned(),
             signature_headers: self.signature_header_names.to_vec(),
+            signature: self.signature_text(),
+            signed_bytes: self.signed_bytes_text(),
+            algorithm: self.algorithm_text(),
+            encoding: self.encoding.as_str(),
             id_location: self.id_source(),
             id_signed: self.id_signed,
+            event_type_location: locations_text(&self.event_type),
             type_signed: self.type_signed(),
             timestamp_signed: self.timestamp.is_some(),
+            timestamp_location: self
+                .timestamp
+                .as_ref()
+                .and_then(|t| locations_text(&t.from)),
+            timestamp_format: self.timestamp.as_ref().map(|t| t.format.as_str()),
             tolerance_seconds: self.default_tolerance_seconds(),
+            tolerance_window: self.timestamp.as_ref().map(|t| t.window.as_str()),
             retries_keep_id: self.retries_keep_id.as_str(),
             replay_defence: self.replay_defence.map(|d| d.as_str()),
             batch: self.batch.is_some(),
+            batch_items: self.batch.as_ref().map(|b| {
+                let items = if b.items.is_empty() {
+                    "the body array".to_owned()
+                } else {
+                    format!("body {}", b.items)
+                };
+                match b.item {
+                    Some(item) => format!("{items} (the object at {item} of each)"),
+                    None => items,
+                }
+            }),
             handshakes: self.handshake_texts(),
+            answers: self.answer_texts(),
             methods: self.methods.iter().map(ToString::to_string).collect(),
             options: self
                 .options
@@ -133,8 +517,10 @@ impl Pack {
             needs_public_url: self.needs_public_url(),
             signs: self.has_shared_secret(),
             unauthenticated_headers: self.unauthenticated_headers(),
+            unauthenticated_fields: self.unauthenticated_fields(),
             redelivery_horizon_seconds: self.redelivery_horizon_seconds,
             notes: self.notes.clone(),
+            configuration: self.configuration_example(),
         }
     }
 
@@ -143,135 +529,6 @@ impl Pack {
         if self.event_type.is_empty() {
             return None;
         }
-        Some(
-            !self
-                .unauthenticated_headers()
-                .iter()
-                .any(|h| self.event_type.contains(&Location::Header(h))),
-        )
+        Some(self.event_type.iter().all(|l| self.location_signed(l)))
     }
-}
-
-fn yes_no(value: bool) -> &'static str {
-    if value { "yes" } else { "no" }
-}
-
-/// `docs/providers.md`, generated from the built-in packs.
-pub fn render_providers_markdown() -> String {
-    let packs = builtin_packs();
-    let mut out = String::new();
-    let _ = writeln!(out, "# Providers\n");
-    let _ = writeln!(
-        out,
-        "<!-- Generated from crates/hookgate-providers/packs/*.json by \
-         hookgate_providers::pack::render_providers_markdown; do not edit. -->\n"
-    );
-    let _ = writeln!(
-        out,
-        "hookgate ships {} provider packs. Each pack is data executed by one engine; the \
-         scheme names the small piece of code that verifies it. Evidence: `docs` = the \
-         provider's documentation, `sdk` = an official SDK's source or tests, `experimental` \
-         = neither confirmed.\n",
-        packs.len()
-    );
-    let _ = writeln!(
-        out,
-        "| id | provider | scheme | evidence | id signed | timestamp signed | tolerance | retries keep id | vectors |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-    for pack in packs {
-        let info = pack.info();
-        let _ = writeln!(
-            out,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
-            info.id,
-            info.display_name,
-            info.scheme,
-            info.evidence,
-            yes_no(info.id_signed),
-            yes_no(info.timestamp_signed),
-            info.tolerance_seconds
-                .map_or("—".to_owned(), |t| format!("{t} s")),
-            info.retries_keep_id,
-            info.vectors
-        );
-    }
-    for pack in packs {
-        let info = pack.info();
-        let _ = writeln!(out, "\n## {} (`{}`)\n", info.display_name, info.id);
-        let _ = writeln!(
-            out,
-            "- Scheme: `{}`; evidence: {}",
-            info.scheme, info.evidence
-        );
-        let _ = writeln!(out, "- Content types: {}", info.content_types.join(", "));
-        if !info.signature_headers.is_empty() {
-            let _ = writeln!(
-                out,
-                "- Signature headers: {}",
-                info.signature_headers.join(", ")
-            );
-        }
-        let _ = writeln!(
-            out,
-            "- Event id: {} (signed: {}; retries keep it: {})",
-            info.id_location,
-            yes_no(info.id_signed),
-            info.retries_keep_id
-        );
-        if let Some(signed) = info.type_signed {
-            let _ = writeln!(out, "- Event type signed: {}", yes_no(signed));
-        }
-        match info.tolerance_seconds {
-            Some(t) => {
-                let _ = writeln!(out, "- Timestamp signed; tolerance {t} s");
-            }
-            None => {
-                let _ = writeln!(out, "- No signed timestamp");
-            }
-        }
-        if !info.unauthenticated_headers.is_empty() {
-            let _ = writeln!(
-                out,
-                "- Not authenticated by the signature: {}",
-                info.unauthenticated_headers.join(", ")
-            );
-        }
-        if let Some(defence) = info.replay_defence {
-            let text = match defence {
-                "body_digest" => {
-                    "a verified body already accepted under another id within the idempotency \
-                     window answers `duplicate` of the first row"
-                }
-                _ => "a reused signed token answers `duplicate` of the row it first created",
-            };
-            let _ = writeln!(out, "- Replay defence: `{defence}`: {text}");
-        }
-        if info.batch {
-            let _ = writeln!(out, "- Batches: one event per item, all or nothing");
-        }
-        for h in &info.handshakes {
-            let _ = writeln!(out, "- Handshake: {h}");
-        }
-        if info.needs_public_url {
-            let _ = writeln!(out, "- Needs `public_url` (the URL is signed)");
-        }
-        for o in &info.options {
-            let _ = writeln!(
-                out,
-                "- Option `{}` ({}{}): {}",
-                o.name,
-                o.format,
-                if o.required { ", required" } else { "" },
-                o.description
-            );
-        }
-        let _ = writeln!(out, "- `hookgate send` signs: {}", yes_no(info.signs));
-        let _ = writeln!(out, "- Known-answer vectors: {}", info.vectors);
-        if let Some(notes) = &info.notes {
-            let _ = writeln!(out, "- Notes: {notes}");
-        }
-        let _ = writeln!(out, "- Sources: {}", info.sources.join(", "));
-    }
-    out
 }

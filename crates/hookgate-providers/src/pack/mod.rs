@@ -5,7 +5,8 @@
 //! (metadata, verification, freshness), `schemes` (the URL- and field-signing schemes),
 //! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
 //! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
-//! context, options, outcomes), `docs` (listing and `docs/providers.md`).
+//! context, options, outcomes), `docs` (listing), `page` (`providers show` and
+//! `docs/providers.md`).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
@@ -84,6 +85,7 @@ mod compile;
 mod docs;
 mod engine;
 mod extract;
+mod page;
 mod primitives;
 mod schemes;
 mod sign;
@@ -94,7 +96,7 @@ pub use api::{
     Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
     SignTarget, SignedDelivery, check_public_url,
 };
-pub use docs::render_providers_markdown;
+pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
 
 pub use spec::{

@@ -1,11 +1,13 @@
 //! Command-line interface: `serve` (the gateway), `worker` (the background stages alone),
-//! `config check`, `send` (one signed request), `bench` (the load generator, with the default-on
+//! `config check`, `send` (one signed request), `providers list` / `show` / `docs` (the
+//! built-in packs), `bench` (the load generator, with the default-on
 //! `bench` feature) and `events list` / `show` / `retry` (operator inspection and retry).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod events;
+pub mod providers;
 pub mod send;
 
 use std::path::PathBuf;
@@ -56,6 +58,11 @@ pub enum Command {
         #[command(subcommand)]
         command: events::EventsCommand,
     },
+    /// Describe the built-in provider packs (no configuration needed).
+    Providers {
+        #[command(subcommand)]
+        command: providers::ProvidersCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,6 +99,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench(args) => bench::run_blocking(args),
         Command::Worker { config } => run_gateway(config, Roles::WORKER),
         Command::Events { command } => events::run(command),
+        Command::Providers { command } => providers::run(command),
     }
 }
 

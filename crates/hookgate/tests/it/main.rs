@@ -12,6 +12,7 @@ mod outbound;
 mod pipeline;
 mod postgres;
 mod processing;
+mod providers;
 mod roles;
 mod stage_faults;
 mod tls;
