@@ -267,6 +267,15 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
             eprintln!("chaos: --max-seconds reached after {} cycles", s.cycles);
             break;
         }
+        if cycle % 10 == 1 && cycle > 1 {
+            eprintln!(
+                "chaos: {} cycle {cycle}/{} ({:.0} s), {} events so far",
+                args.backend,
+                args.cycles,
+                chaos_started.elapsed().as_secs_f64(),
+                traffic.ledger.lock().map(|l| l.len()).unwrap_or(0)
+            );
+        }
         let mut gw = cmd.spawn()?;
         if args.startup_kill_every > 0 && cycle % args.startup_kill_every == 0 {
             // A kill during start-up: migrations, pool, listeners half done.
@@ -316,15 +325,6 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
         gw.kill9().await?;
         s.kills_while_serving += 1;
         s.cycles += 1;
-        if cycle % 10 == 0 {
-            eprintln!(
-                "chaos: {} cycle {cycle}/{} ({:.0} s), {} events so far",
-                args.backend,
-                args.cycles,
-                chaos_started.elapsed().as_secs_f64(),
-                traffic.ledger.lock().map(|l| l.len()).unwrap_or(0)
-            );
-        }
     }
     s.chaos_seconds = chaos_started.elapsed().as_secs_f64();
 

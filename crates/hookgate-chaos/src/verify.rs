@@ -271,3 +271,93 @@ pub(crate) async fn verify(
     }
     Ok(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::KeyRecord;
+    use hookgate_store::NewInboxRow;
+
+    fn row(inbox_id: &str, event_id: &str) -> NewInboxRow {
+        NewInboxRow {
+            inbox_id: inbox_id.to_owned(),
+            provider: "stripe".to_owned(),
+            endpoint_id: crate::ENDPOINT.to_owned(),
+            provider_event_id: event_id.to_owned(),
+            event_type: Some("payment_intent.succeeded".to_owned()),
+            object_id: None,
+            object_version: None,
+            provider_created_at: None,
+            received_at_ms: 1,
+            payload: vec![0; 40],
+            payload_key_version: 1,
+            payload_digest: vec![0; 32],
+            matched_secret_version: "v1".to_owned(),
+            status: InboxStatus::Received,
+        }
+    }
+
+    fn acked(inbox_id: &str) -> EventLedger {
+        EventLedger {
+            attempts: 1,
+            acknowledged: true,
+            accepted: 1,
+            inbox_ids: [inbox_id.to_owned()].into(),
+        }
+    }
+
+    /// The checker must see what the runner exists to catch: a lost event, an answer naming
+    /// another row, rows that never settled, a delivery key and a stream message that belong
+    /// to no processed event.
+    #[tokio::test]
+    async fn every_kind_of_violation_is_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("h.db").display());
+        let store = hookgate_store::open(&url, hookgate_store::OpenOptions::default())
+            .await
+            .unwrap();
+        let a = "01900000-0000-7000-8000-00000000000a";
+        let b = "01900000-0000-7000-8000-00000000000b";
+        store.accept(row(a, "evt_a")).await.unwrap();
+        store.accept(row(b, "evt_b")).await.unwrap();
+        let ledger: HashMap<String, EventLedger> = [
+            ("evt_a".to_owned(), acked(a)),
+            ("evt_b".to_owned(), acked(a)), // answered with another event's row
+            (
+                "evt_c".to_owned(),
+                acked("01900000-0000-7000-8000-00000000000c"),
+            ), // never stored
+            ("evt_d".to_owned(), EventLedger::default()), // sent, never acknowledged: allowed
+        ]
+        .into();
+        let mut received = Received::default();
+        received.by_key.insert(
+            "not-an-inbox-id".to_owned(),
+            KeyRecord {
+                event_id: "evt_x".to_owned(),
+                accepted: 2,
+                ..KeyRecord::default()
+            },
+        );
+        let stream = StreamContents {
+            messages: 1,
+            by_inbox_id: [("not-an-inbox-id".to_owned(), 1)].into(),
+            without_inbox_id: 0,
+        };
+        let v = verify(&store, &ledger, &received, Some(&stream), &["receiver"])
+            .await
+            .unwrap();
+        store.close().await;
+        assert_eq!(v.events_sent, 4);
+        assert_eq!(v.acknowledged, 3);
+        assert_eq!(v.lost, 1, "{v:?}");
+        assert_eq!(v.inconsistent_ids, 1, "{v:?}");
+        assert_eq!(v.not_settled, 2, "{v:?}");
+        assert_eq!(v.http_bad_keys, 1, "{v:?}");
+        assert_eq!(v.http_duplicate_deliveries_on_wire, 1);
+        assert_eq!(v.nats_unknown, 1, "{v:?}");
+        assert_eq!(v.duplicate_rows, 0);
+        assert_eq!(v.violations(), 6);
+        assert!(!v.problems.is_empty());
+    }
+}
