@@ -95,6 +95,7 @@ listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$TMP/pg'
 max_connections = 100
+max_wal_size = '256MB'
 EOF
     "${AS_PG[@]}" "$PG_CTL" -D "$PG_DATA" -l "$TMP/pg/server.log" -w start >/dev/null
     PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
@@ -127,7 +128,8 @@ keys = ["backend", "ok", "cycles", "kills_during_startup", "kills_while_serving"
         "database_outages_survived", "nats_outages_survived", "events_sent", "acknowledged",
         "lost", "duplicate_rows", "duplicate_outbox_rows", "deliveries",
         "duplicate_deliveries_on_wire", "nats_deliveries", "nats_duplicates_in_stream",
-        "violations", "chaos_seconds", "drain_seconds", "total_seconds"]
+        "violations", "chaos_seconds", "drain_seconds", "backlog_when_senders_finished",
+        "total_seconds"]
 print("  " + json.dumps({k: s[k] for k in keys}))
 if s["verification"]["problems"]:
     print("  problems: " + json.dumps(s["verification"]["problems"]))

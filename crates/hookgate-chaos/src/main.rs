@@ -108,6 +108,9 @@ struct Summary {
     nats_outages_survived: u32,
     chaos_seconds: f64,
     drain_seconds: f64,
+    /// Inbox rows RECEIVED and outbox rows PENDING when the drain began (after the senders
+    /// finished): how far processing and delivery were behind.
+    backlog_when_senders_finished: [u64; 2],
     total_seconds: f64,
     events_sent: u64,
     acknowledged: u64,
@@ -276,8 +279,12 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
                 traffic.ledger.lock().map(|l| l.len()).unwrap_or(0)
             );
         }
+        let due = |every: u32| every > 0 && cycle % every == 0;
+        let db_outage = postgres.is_some() && due(args.db_outage_every);
+        let nats_outage = nats.is_some() && due(args.nats_outage_every);
         let mut gw = cmd.spawn()?;
-        if args.startup_kill_every > 0 && cycle % args.startup_kill_every == 0 {
+        // Outage cycles need a serving gateway, so they are never start-up kills.
+        if due(args.startup_kill_every) && !db_outage && !nats_outage {
             // A kill during start-up: migrations, pool, listeners half done.
             tokio::time::sleep(random_ms(0, 300)).await;
             gw.kill9().await?;
@@ -297,10 +304,7 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
         target_tx.send_replace(Some(l.webhook));
         let uptime = random_ms(args.uptime_min_ms, args.uptime_max_ms);
         let mut outage = Duration::ZERO;
-        if let Some(pg) = postgres
-            .as_ref()
-            .filter(|_| args.db_outage_every > 0 && cycle % args.db_outage_every == 0)
-        {
+        if let Some(pg) = postgres.as_ref().filter(|_| db_outage) {
             tokio::time::sleep(uptime / 2).await;
             pg.stop_immediate().await.context("stop the database")?;
             let d = random_ms(args.outage_min_ms, args.outage_max_ms);
@@ -309,10 +313,7 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
             s.database_outages_survived += 1;
             outage += d;
         }
-        if let Some(n) = nats
-            .as_mut()
-            .filter(|_| args.nats_outage_every > 0 && cycle % args.nats_outage_every == 0)
-        {
+        if let Some(n) = nats.as_mut().filter(|_| nats_outage) {
             n.down().await.context("stop nats-server")?;
             let d = random_ms(args.outage_min_ms, args.outage_max_ms);
             tokio::time::sleep(d).await;
@@ -343,7 +344,11 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
         }
     }
     traffic.stop();
-    let drained = wait_drained(l.admin, deadline).await;
+    let mut backlog = None;
+    let drained = wait_drained(l.admin, deadline, &mut backlog).await;
+    if let Some((inbox, outbox)) = backlog {
+        s.backlog_when_senders_finished = [inbox as u64, outbox as u64];
+    }
     target_tx.send_replace(None);
     gw.stop(Duration::from_secs(30)).await?;
     s.drain_seconds = drain_started.elapsed().as_secs_f64();
@@ -412,7 +417,11 @@ impl Env {
 
 /// Polls `/metrics` until the inbox has nothing `RECEIVED` and the outbox nothing `PENDING`
 /// (twice in a row: the gauges are refreshed by each scrape), or the deadline.
-async fn wait_drained(admin: SocketAddr, deadline: Instant) -> anyhow::Result<()> {
+async fn wait_drained(
+    admin: SocketAddr,
+    deadline: Instant,
+    backlog_at_start: &mut Option<(f64, f64)>,
+) -> anyhow::Result<()> {
     let mut clean = 0;
     let mut last = String::new();
     while Instant::now() < deadline {
@@ -420,6 +429,9 @@ async fn wait_drained(admin: SocketAddr, deadline: Instant) -> anyhow::Result<()
             let received = gauge(&text, "hookgate_inbox_received");
             let pending = gauge(&text, "hookgate_outbox_pending");
             last = format!("inbox RECEIVED {received:?}, outbox PENDING {pending:?}");
+            if backlog_at_start.is_none() {
+                *backlog_at_start = received.zip(pending);
+            }
             if received == Some(0.0) && pending == Some(0.0) {
                 clean += 1;
                 if clean == 2 {
