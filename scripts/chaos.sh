@@ -25,7 +25,7 @@ OUT=chaos-results
 EXTRA=()
 while [ "$#" -gt 0 ]; do
     case "$1" in
-        --ci) CYCLES=15; EXTRA+=(--db-outage-every 5 --nats-outage-every 4 --max-seconds 120) ;;
+        --ci) CYCLES=15; EXTRA+=(--db-outage-every 5 --nats-outage-every 4 --startup-kill-every 3 --max-seconds 120) ;;
         --cycles) CYCLES=$2; shift ;;
         --backend) case "$2" in both) BACKENDS=(sqlite postgres) ;; *) BACKENDS=("$2") ;; esac; shift ;;
         --release) PROFILE=release ;;

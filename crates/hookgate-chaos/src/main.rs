@@ -56,7 +56,8 @@ struct Args {
     uptime_min_ms: u64,
     #[arg(long, default_value_t = 1500)]
     uptime_max_ms: u64,
-    /// Every Nth cycle is killed during start-up instead (before its listening line).
+    /// Every Nth cycle (from N/2 on; never an outage cycle) is killed during start-up instead
+    /// (before its listening line).
     #[arg(long, default_value_t = 10)]
     startup_kill_every: u32,
     /// Stop the database (pg_ctl stop -m immediate) every Nth cycle; 0: never.
@@ -284,7 +285,10 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
         let nats_outage = nats.is_some() && due(args.nats_outage_every);
         let mut gw = cmd.spawn()?;
         // Outage cycles need a serving gateway, so they are never start-up kills.
-        if due(args.startup_kill_every) && !db_outage && !nats_outage {
+        // Start-up kills are offset by half a period, so as not to fall on every outage cycle.
+        let startup_kill = args.startup_kill_every > 0
+            && cycle % args.startup_kill_every == args.startup_kill_every / 2;
+        if startup_kill && !db_outage && !nats_outage {
             // A kill during start-up: migrations, pool, listeners half done.
             tokio::time::sleep(random_ms(0, 300)).await;
             gw.kill9().await?;
