@@ -7,7 +7,7 @@
 #
 # Usage: scripts/chaos.sh [--ci] [--cycles N] [--backend sqlite|postgres|both] [--release]
 #                         [--out DIR] [-- extra hookgate-chaos flags]
-#   --ci        the short run CI does (scripts/test.sh): 15 cycles per backend (≤ 3 min each)
+#   --ci        the short run CI does (scripts/test.sh): 25 cycles per backend (≤ 3 min each)
 #   --cycles N  kill -9 cycles per backend (default 100: the documented long run)
 #   --release   test the release binary (default: the debug binary the test suite builds)
 #   --out DIR   where the summaries go (default chaos-results/)
@@ -25,7 +25,7 @@ OUT=chaos-results
 EXTRA=()
 while [ "$#" -gt 0 ]; do
     case "$1" in
-        --ci) CYCLES=15; EXTRA+=(--db-outage-every 5 --nats-outage-every 4 --startup-kill-every 3 --max-seconds 120) ;;
+        --ci) CYCLES=25; EXTRA+=(--db-outage-every 5 --nats-outage-every 4 --startup-kill-every 3 --max-seconds 120) ;;
         --cycles) CYCLES=$2; shift ;;
         --backend) case "$2" in both) BACKENDS=(sqlite postgres) ;; *) BACKENDS=("$2") ;; esac; shift ;;
         --release) PROFILE=release ;;
@@ -109,7 +109,7 @@ for backend in "${BACKENDS[@]}"; do
     args=(--binary "$BIN" --backend "$backend" --work-dir "$work" --cycles "$CYCLES"
           --nats-server "$NATS" --json "$OUT/$backend.json")
     case "$backend" in
-        sqlite) args+=(--db-outage-every 0) ;;
+        sqlite) ;; # no database to stop: the kill -9 cycles and NATS outages only
         postgres)
             start_postgres
             args+=(--store-url "$PG_URL" --pg-ctl "$PG_CTL" --pg-data "$PG_DATA"
