@@ -284,8 +284,8 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
         let db_outage = postgres.is_some() && due(args.db_outage_every);
         let nats_outage = nats.is_some() && due(args.nats_outage_every);
         let mut gw = cmd.spawn()?;
-        // Outage cycles need a serving gateway, so they are never start-up kills.
-        // Start-up kills are offset by half a period, so as not to fall on every outage cycle.
+        // Start-up kills are offset by half a period, and outage cycles (which need a serving
+        // gateway) are never start-up kills.
         let startup_kill = args.startup_kill_every > 0
             && cycle % args.startup_kill_every == args.startup_kill_every / 2;
         if startup_kill && !db_outage && !nats_outage {
@@ -307,15 +307,16 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
             })?;
         target_tx.send_replace(Some(l.webhook));
         let uptime = random_ms(args.uptime_min_ms, args.uptime_max_ms);
-        let mut outage = Duration::ZERO;
+        // The database outage starts halfway through the uptime; the NATS outage at once.
+        let mut served = Duration::ZERO;
         if let Some(pg) = postgres.as_ref().filter(|_| db_outage) {
             tokio::time::sleep(uptime / 2).await;
+            served = uptime / 2;
             pg.stop_immediate().await.context("stop the database")?;
             let d = random_ms(args.outage_min_ms, args.outage_max_ms);
             tokio::time::sleep(d).await;
             pg.start().await.context("start the database again")?;
             s.database_outages_survived += 1;
-            outage += d;
         }
         if let Some(n) = nats.as_mut().filter(|_| nats_outage) {
             n.down().await.context("stop nats-server")?;
@@ -323,9 +324,8 @@ async fn run(args: Args) -> anyhow::Result<Summary> {
             tokio::time::sleep(d).await;
             n.up().await.context("start nats-server again")?;
             s.nats_outages_survived += 1;
-            outage += d;
         }
-        tokio::time::sleep(uptime.saturating_sub(outage.min(uptime / 2))).await;
+        tokio::time::sleep(uptime - served).await;
         target_tx.send_replace(None);
         gw.kill9().await?;
         s.kills_while_serving += 1;
