@@ -27,5 +27,7 @@ else
 fi
 echo "== cargo test (with failpoints: the crash tests kill the real binary at named points)"
 cargo test --workspace --features hookgate/failpoints
+echo "== the crash proof, short run (kill -9, database and NATS outages under traffic; RELIABILITY.md)"
+scripts/chaos.sh --ci --out target/chaos-results
 echo "== the repository stands alone (a copy with nothing beside it runs the vector tests)"
 scripts/standalone-check.sh
