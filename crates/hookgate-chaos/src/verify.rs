@@ -294,6 +294,7 @@ mod tests {
             payload_digest: vec![0; 32],
             matched_secret_version: "v1".to_owned(),
             status: InboxStatus::Received,
+            replay_digest: None,
         }
     }
 
