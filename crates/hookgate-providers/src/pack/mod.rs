@@ -488,6 +488,10 @@ impl Pack {
     pub fn batched(&self) -> bool {
         self.batch.is_some()
     }
+    /// Whether the event id is composed of several signed fields (no single place holds it).
+    pub fn id_composed(&self) -> bool {
+        matches!(self.event_id, IdRule::Composed(_))
+    }
     pub fn display_name(&self) -> &'static str {
         self.display_name
     }
