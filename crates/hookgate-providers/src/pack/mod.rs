@@ -458,9 +458,6 @@ pub struct Pack {
     duplicate_checked_headers: &'static [&'static str],
 }
 
-/// The former name of [`Pack`] (when packs implemented the transitional [`crate::Adapter`]).
-pub type PackAdapter = Pack;
-
 impl Pack {
     /// The provider id used in configuration (the vector file's name).
     pub fn id(&self) -> &'static str {
