@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
-use hookgate_providers::{ProviderKind, SecretMaterial};
+use hookgate_providers::SecretMaterial;
+use hookgate_providers::pack::Pack;
 use hookgate_store::SharedStore;
 
 use gateway_metrics::AckHistogram;
@@ -59,7 +60,8 @@ pub trait GatewayConfig: Sized {
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     pub id: String,
-    pub provider: ProviderKind,
+    /// The endpoint's provider pack.
+    pub pack: &'static Pack,
     /// A secret version trusted now, to sign with; `None` fails the run before sending.
     pub signing_secret: Option<Arc<SecretMaterial>>,
     /// Bodies are capped at this size.
@@ -332,7 +334,7 @@ pub async fn run<C: GatewayConfig>(args: BenchArgs) -> anyhow::Result<Report> {
         ceiling: args.ceiling,
         target: url,
         endpoint: endpoint.id.clone(),
-        provider: endpoint.provider.id(),
+        provider: endpoint.pack.id(),
         store: (!args.ceiling).then(|| config.store_label()),
         rate_target: args.rate,
         duration_s: args.duration,

@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, bail};
 use bytes::Bytes;
-use hookgate_providers::{IdLocation, ProviderKind, SignRequest};
+use hookgate_providers::pack::{Pack, SignTarget};
+use hookgate_providers::{IdLocation, SignRequest};
 use http::{HeaderMap, HeaderValue};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -126,7 +127,7 @@ pub struct Job {
 
 /// Everything the producer builds requests from.
 pub struct Planner {
-    provider: ProviderKind,
+    pack: &'static Pack,
     secret: Arc<hookgate_providers::SecretMaterial>,
     event_type: Option<String>,
     /// The id prefix of this run: ids are `prefix` + a 10-digit sequence number.
@@ -141,38 +142,57 @@ pub struct Planner {
 struct Template {
     head: Vec<u8>,
     tail: Vec<u8>,
-    /// (in tail?, offset) of the id placeholder, for body-id providers.
-    id_slot: Option<(bool, usize)>,
+    /// (in tail?, offset) of the id placeholder: the provider's id field, or for header-id
+    /// providers `hookgate_bench_event`, so that every event's body differs (providers that
+    /// sign no id refuse a body already accepted under another id as a replay).
+    id_slot: (bool, usize),
 }
 
 const PAD_MARK: &str = "@@HOOKGATE_BENCH_PADDING@@";
 pub const SEQ_DIGITS: usize = 10;
 
-fn sample_body(provider: ProviderKind) -> &'static str {
+/// The sample event of a provider the bench can sign for (`examples/events/`).
+fn sample_body(provider: &str) -> Option<&'static str> {
+    Some(match provider {
+        "stripe" => include_str!("../../../examples/events/stripe.json"),
+        "github" => include_str!("../../../examples/events/github.json"),
+        "standard_webhooks" => include_str!("../../../examples/events/standard_webhooks.json"),
+        "svix" => include_str!("../../../examples/events/svix.json"),
+        "shopify" => include_str!("../../../examples/events/shopify.json"),
+        "slack" => include_str!("../../../examples/events/slack.json"),
+        _ => return None,
+    })
+}
+
+/// The bench's event ids look like the provider's own.
+fn id_style(provider: &str) -> &'static str {
     match provider {
-        ProviderKind::Stripe => include_str!("../../../examples/events/stripe.json"),
-        ProviderKind::Github => include_str!("../../../examples/events/github.json"),
-        ProviderKind::StandardWebhooks => {
-            include_str!("../../../examples/events/standard_webhooks.json")
-        }
-        ProviderKind::Svix => include_str!("../../../examples/events/svix.json"),
-        ProviderKind::Shopify => include_str!("../../../examples/events/shopify.json"),
-        ProviderKind::Slack => include_str!("../../../examples/events/slack.json"),
+        "stripe" => "evt_",
+        "standard_webhooks" | "svix" => "msg_",
+        "slack" => "Ev",
+        _ => "",
     }
 }
 
-fn id_style(provider: ProviderKind) -> &'static str {
+/// Event type for providers that carry it in a header.
+fn header_event_type(provider: &str) -> Option<String> {
     match provider {
-        ProviderKind::Stripe => "evt_",
-        ProviderKind::StandardWebhooks | ProviderKind::Svix => "msg_",
-        ProviderKind::Slack => "Ev",
-        ProviderKind::Github | ProviderKind::Shopify => "",
+        "github" => Some("push".into()),
+        "shopify" => Some("orders/create".into()),
+        _ => None,
     }
 }
 
 impl Planner {
     pub fn new(endpoint: &Endpoint, run_id: &str, host: &str) -> anyhow::Result<Planner> {
-        let provider = endpoint.provider;
+        let pack = endpoint.pack;
+        let provider = pack.id();
+        let sample = sample_body(provider).with_context(|| {
+            format!(
+                "the bench has no sample event for provider {provider} (it signs stripe, github, \
+                 standard_webhooks, svix, shopify and slack traffic)"
+            )
+        })?;
         let secret = endpoint.signing_secret.clone().with_context(|| {
             format!(
                 "endpoint {} has no trusted secret to sign with",
@@ -183,22 +203,29 @@ impl Planner {
         let placeholder = "#".repeat(prefix.len() + SEQ_DIGITS);
 
         let mut value: serde_json::Value =
-            serde_json::from_str(sample_body(provider)).context("sample event is JSON")?;
-        if let IdLocation::BodyPointer(pointer) = provider.adapter().id_location() {
-            let slot = value
-                .pointer_mut(pointer)
-                .with_context(|| format!("sample event has no {pointer}"))?;
-            *slot = serde_json::Value::String(placeholder.clone());
+            serde_json::from_str(sample).context("sample event is JSON")?;
+        match pack.id_location() {
+            IdLocation::BodyPointer(pointer) => {
+                let slot = value
+                    .pointer_mut(pointer)
+                    .with_context(|| format!("sample event has no {pointer}"))?;
+                *slot = serde_json::Value::String(placeholder.clone());
+            }
+            IdLocation::Header(_) => {
+                let Some(object) = value.as_object_mut() else {
+                    bail!("sample event is not a JSON object");
+                };
+                object.insert(
+                    "hookgate_bench_event".into(),
+                    serde_json::Value::String(placeholder.clone()),
+                );
+            }
         }
         let event_type = value
             .get("type")
             .and_then(|t| t.as_str())
             .map(str::to_owned)
-            .or_else(|| match provider {
-                ProviderKind::Github => Some("push".into()),
-                ProviderKind::Shopify => Some("orders/create".into()),
-                _ => None,
-            });
+            .or_else(|| header_event_type(provider));
         let Some(object) = value.as_object_mut() else {
             bail!("sample event is not a JSON object");
         };
@@ -210,19 +237,14 @@ impl Planner {
         let at = text.find(PAD_MARK).context("padding mark")?;
         let head = text.as_bytes()[..at].to_vec();
         let tail = text.as_bytes()[at + PAD_MARK.len()..].to_vec();
-        let id_slot = match provider.adapter().id_location() {
-            IdLocation::Header(_) => None,
-            IdLocation::BodyPointer(_) => {
-                let find = |hay: &[u8]| {
-                    hay.windows(placeholder.len())
-                        .position(|w| w == placeholder.as_bytes())
-                };
-                Some(match (find(&head), find(&tail)) {
-                    (Some(i), _) => (false, i),
-                    (None, Some(i)) => (true, i),
-                    _ => bail!("id placeholder not found in the template"),
-                })
-            }
+        let find = |hay: &[u8]| {
+            hay.windows(placeholder.len())
+                .position(|w| w == placeholder.as_bytes())
+        };
+        let id_slot = match (find(&head), find(&tail)) {
+            (Some(i), _) => (false, i),
+            (None, Some(i)) => (true, i),
+            _ => bail!("id placeholder not found in the template"),
         };
         let mut rng = StdRng::seed_from_u64(0x5eed);
         let padding: Bytes = (0..endpoint.max_body_bytes.max(1024))
@@ -230,7 +252,7 @@ impl Planner {
             .collect::<Vec<u8>>()
             .into();
         Ok(Planner {
-            provider,
+            pack,
             secret,
             event_type,
             prefix,
@@ -258,11 +280,10 @@ impl Planner {
         let pad = (size - fixed).min(self.padding.len());
         let mut head = t.head.clone();
         let mut tail = t.tail.clone();
-        if let Some((in_tail, offset)) = t.id_slot {
-            let id = self.event_id(seq);
-            let part = if in_tail { &mut tail } else { &mut head };
-            part[offset..offset + id.len()].copy_from_slice(id.as_bytes());
-        }
+        let (in_tail, offset) = t.id_slot;
+        let id = self.event_id(seq);
+        let part = if in_tail { &mut tail } else { &mut head };
+        part[offset..offset + id.len()].copy_from_slice(id.as_bytes());
         [
             Bytes::from(head),
             self.padding.slice(..pad),
@@ -277,15 +298,20 @@ impl Planner {
             scratch.extend_from_slice(part);
         }
         let id = self.event_id(seq);
-        let pairs = self.provider.adapter().sign(
-            &self.secret,
-            &SignRequest {
-                event_id: &id,
-                event_type: self.event_type.as_deref(),
-                timestamp,
-                body: scratch,
-            },
-        );
+        // The six sample providers sign headers only: the body is sent as planned.
+        let pairs = self
+            .pack
+            .sign_delivery(
+                &self.secret,
+                &SignRequest {
+                    event_id: &id,
+                    event_type: self.event_type.as_deref(),
+                    timestamp,
+                    body: scratch,
+                },
+                &SignTarget::default(),
+            )
+            .headers;
         let mut headers = HeaderMap::with_capacity(pairs.len() + 1);
         headers.insert(http::header::HOST, self.host.clone());
         for (name, value) in pairs {

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use hookgate_providers::{ProviderKind, SecretMaterial, SignRequest};
+use hookgate_providers::pack::{Pack, SignTarget};
+use hookgate_providers::{SecretMaterial, SignRequest};
 use http::{Request, StatusCode};
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
@@ -63,8 +64,7 @@ impl Traffic {
         secret: &str,
         target: watch::Receiver<Option<SocketAddr>>,
     ) -> anyhow::Result<Arc<Traffic>> {
-        let secret = ProviderKind::Stripe
-            .adapter()
+        let secret = stripe()
             .decode_secret(secret)
             .map_err(|e| anyhow::anyhow!("stripe secret: {e}"))?;
         Ok(Arc::new(Traffic {
@@ -179,15 +179,22 @@ impl Traffic {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        let headers = ProviderKind::Stripe.adapter().sign(
-            &self.secret,
-            &SignRequest {
-                event_id,
-                event_type: Some(EVENT_TYPE),
-                timestamp,
-                body,
-            },
-        );
+        // Stripe signs headers only: the body goes out as it is.
+        let headers = stripe()
+            .sign_delivery(
+                &self.secret,
+                &SignRequest {
+                    event_id,
+                    event_type: Some(EVENT_TYPE),
+                    timestamp,
+                    body,
+                },
+                &SignTarget {
+                    public_url: None,
+                    options: None,
+                },
+            )
+            .headers;
         let mut req = Request::post(format!("/webhooks/{}", crate::ENDPOINT))
             .header(http::header::HOST, addr.to_string());
         for (name, value) in headers {
@@ -288,4 +295,9 @@ fn event_body(event_id: &str, n: u64) -> Vec<u8> {
     })
     .to_string()
     .into_bytes()
+}
+
+/// The built-in Stripe pack, whose retries keep the event id with a fresh signature.
+fn stripe() -> &'static Pack {
+    hookgate_providers::pack::builtin("stripe").expect("the stripe pack is built in")
 }

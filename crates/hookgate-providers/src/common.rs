@@ -25,7 +25,7 @@ pub(crate) fn bad(reason: BadRequestReason) -> Rejection {
 // Headers
 // ---------------------------------------------------------------------------------------------
 
-/// Refuses a request where any of `names` (the adapter's signature headers) occurs more than
+/// Refuses a request where any of `names` (the pack's signature headers) occurs more than
 /// once: 400 `duplicated_signature`.
 pub(crate) fn reject_duplicated(headers: &HeaderMap, names: &[&str]) -> Result<(), Rejection> {
     for name in names {

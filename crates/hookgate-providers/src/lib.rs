@@ -26,69 +26,15 @@
 //! [`pack::Pack::sign_delivery`] produces what the provider would send (`hookgate send`, the
 //! load generator, tests); [`pack::Pack::info`] and [`pack::render_providers_markdown`] describe
 //! the packs (`hookgate providers list/show`, `docs/providers.md`).
-//!
-//! Transitional: [`ProviderKind`] and the [`Adapter`] trait are the interface the binary used
-//! before packs; they now map onto the built-in packs of the six original providers and go
-//! away once the binary calls [`pack::Pack`] directly.
 
 use std::fmt;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
 use zeroize::Zeroizing;
 
 pub use hookgate_core::Envelope;
 
 mod common;
-mod compat;
 pub mod pack;
-
-/// Transitional: the six providers the binary knew before packs, each now a built-in pack.
-/// The binary switches to [`pack::builtin`] ids; then this goes away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProviderKind {
-    Stripe,
-    Github,
-    StandardWebhooks,
-    Svix,
-    Shopify,
-    Slack,
-}
-
-impl ProviderKind {
-    pub const ALL: &'static [ProviderKind] = &[
-        ProviderKind::Stripe,
-        ProviderKind::Github,
-        ProviderKind::StandardWebhooks,
-        ProviderKind::Svix,
-        ProviderKind::Shopify,
-        ProviderKind::Slack,
-    ];
-
-    pub fn id(self) -> &'static str {
-        match self {
-            ProviderKind::Stripe => "stripe",
-            ProviderKind::Github => "github",
-            ProviderKind::StandardWebhooks => "standard_webhooks",
-            ProviderKind::Svix => "svix",
-            ProviderKind::Shopify => "shopify",
-            ProviderKind::Slack => "slack",
-        }
-    }
-
-    pub fn from_id(id: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|p| p.id() == id)
-    }
-
-    /// The built-in pack of this provider.
-    pub fn pack(self) -> &'static pack::Pack {
-        pack::builtin(self.id()).expect("every ProviderKind has a built-in pack")
-    }
-
-    /// The pack of this provider behind the transitional [`Adapter`] interface.
-    pub fn adapter(self) -> &'static dyn Adapter {
-        self.pack()
-    }
-}
 
 /// Decoded key material of one secret version. Never printed.
 pub struct SecretMaterial(Zeroizing<Vec<u8>>);
@@ -156,7 +102,7 @@ impl BadRequestReason {
     }
 }
 
-/// Why an adapter refused a request. Maps 1:1 onto rows of the response table
+/// Why a pack refused a request. Maps 1:1 onto rows of the response table
 /// (`docs/receiving.md`).
 /// Carries no input bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -217,20 +163,8 @@ impl fmt::Debug for Metadata {
 /// The result of a successful verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
-    /// Index into the trusted secrets passed to [`Adapter::verify`] of the first that matched.
+    /// Index into the trusted secrets passed to [`pack::Pack::verify`] of the first that matched.
     pub matched_secret_index: usize,
-}
-
-/// What the verified body turned out to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Extracted {
-    /// A logical event to commit.
-    Event(Envelope),
-    /// A provider handshake: answer 200 with this body; nothing is stored.
-    Handshake {
-        content_type: &'static str,
-        body: Vec<u8>,
-    },
 }
 
 /// Where a provider puts its logical event id; `hookgate send` uses it to place `--event-id`.
@@ -250,76 +184,4 @@ pub struct SignRequest<'a> {
     /// Attempt timestamp, unix seconds (ignored by schemes that sign none).
     pub timestamp: i64,
     pub body: &'a [u8],
-}
-
-/// Transitional: the per-provider interface the binary used before packs (implemented by
-/// [`pack::Pack`] for requests without query, URL or options). New code calls [`pack::Pack`].
-pub trait Adapter: Send + Sync + 'static {
-    /// The provider id used in configuration (the vector file's name).
-    fn id(&self) -> &'static str;
-
-    /// Default freshness window in seconds, `None` when the scheme signs no timestamp.
-    fn default_tolerance_seconds(&self) -> Option<u64>;
-
-    /// Content type sent by `sign`.
-    fn default_content_type(&self) -> &'static str;
-
-    /// Whether the request's content type (the header value, if any) is one this provider sends.
-    fn accepts_content_type(&self, content_type: Option<&HeaderValue>) -> bool;
-
-    /// Turns a configured secret string into key material, in the provider's own format.
-    fn decode_secret(&self, secret: &str) -> Result<SecretMaterial, SecretFormatError>;
-
-    /// Names of the headers that carry signature metadata; the binary refuses a request where
-    /// any of them occurs more than once (400 `duplicated_signature`).
-    fn signature_headers(&self) -> &'static [&'static str];
-
-    /// Parses signature metadata from headers only. Does not look at the body.
-    fn parse_metadata(&self, headers: &HeaderMap) -> Result<Metadata, Rejection>;
-
-    /// Verifies the exact raw body: signature against every trusted secret in constant time
-    /// (401 `invalid_signature`), then the signed timestamp against `tolerance_seconds`
-    /// around `now` (401 `stale_timestamp`), in that order. For a scheme that signs a
-    /// timestamp, `None` means [`Adapter::default_tolerance_seconds`] (freshness is never
-    /// skipped); schemes without a signed timestamp ignore it.
-    fn verify(
-        &self,
-        metadata: &Metadata,
-        body: &[u8],
-        secrets: &[TrustedSecret<'_>],
-        now: i64,
-        tolerance_seconds: Option<u64>,
-    ) -> Result<Verified, Rejection>;
-
-    /// Parses the *verified* body: the envelope, or a handshake answer.
-    fn extract(
-        &self,
-        metadata: &Metadata,
-        headers: &HeaderMap,
-        body: &[u8],
-    ) -> Result<Extracted, Rejection>;
-
-    /// Like [`Adapter::extract`], with the key of the secret that verified the request, for
-    /// handshakes whose answer proves the secret (Zoom's `encryptedToken`). Adapters without
-    /// such a handshake need not override it.
-    fn extract_with_key(
-        &self,
-        metadata: &Metadata,
-        headers: &HeaderMap,
-        body: &[u8],
-        key: &SecretMaterial,
-    ) -> Result<Extracted, Rejection> {
-        let _ = key;
-        self.extract(metadata, headers, body)
-    }
-
-    /// Where this provider puts its logical event id.
-    fn id_location(&self) -> IdLocation;
-
-    /// Headers (signature, id, timestamp, type) the provider would send with `body`.
-    fn sign(
-        &self,
-        key: &SecretMaterial,
-        request: &SignRequest<'_>,
-    ) -> Vec<(HeaderName, HeaderValue)>;
 }

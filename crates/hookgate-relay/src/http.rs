@@ -10,7 +10,7 @@
 //! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` per signing secret, space-separated |
 //! | `X-Hookgate-Provider`, `X-Hookgate-Endpoint`, `X-Hookgate-Event-Id`, `X-Hookgate-Event-Type` | the event's metadata (sanitised) |
 //!
-//! Signing reuses `hookgate_providers`' Standard Webhooks adapter (`<id>.<timestamp>.<body>`).
+//! Signing reuses `hookgate_providers`' built-in Standard Webhooks pack (`<id>.<timestamp>.<body>`).
 //! Results: 2xx delivered; 408, 429 (with `Retry-After`), 5xx, timeouts and connection errors
 //! transient; any other status permanent. Redirects are not followed (permanent).
 //!
@@ -29,7 +29,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookgate_providers::{ProviderKind, SecretMaterial, SignRequest};
+use hookgate_providers::pack::{self, SignTarget};
+use hookgate_providers::{SecretMaterial, SignRequest};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::{Delivered, DeliveryError, Destination, Message, header_safe};
@@ -279,10 +280,10 @@ impl HttpDestination {
 }
 
 /// Standard Webhooks headers (`webhook-id`, `webhook-timestamp`, `webhook-signature` with one
-/// `v1,` entry per secret), computed by `hookgate_providers`' adapter. No secrets: only the id
+/// `v1,` entry per secret), computed by the built-in `standard_webhooks` pack. No secrets: only the id
 /// and timestamp headers.
 pub fn sign(secrets: &[Arc<SecretMaterial>], m: &Message<'_>) -> Vec<(HeaderName, HeaderValue)> {
-    let adapter = ProviderKind::StandardWebhooks.adapter();
+    let pack = pack::builtin("standard_webhooks").expect("a built-in pack");
     let request = SignRequest {
         event_id: m.inbox_id,
         event_type: m.event_type,
@@ -292,7 +293,10 @@ pub fn sign(secrets: &[Arc<SecretMaterial>], m: &Message<'_>) -> Vec<(HeaderName
     let mut out: Vec<(HeaderName, HeaderValue)> = Vec::new();
     let mut signatures = Vec::new();
     for secret in secrets {
-        for (name, value) in adapter.sign(secret, &request) {
+        for (name, value) in pack
+            .sign_delivery(secret, &request, &SignTarget::default())
+            .headers
+        {
             match name.as_str() {
                 "webhook-signature" => {
                     if let Ok(v) = value.to_str() {

@@ -80,15 +80,22 @@ pub fn request_answered(
     let outcome = answer.outcome();
     counter!(REQUESTS, "outcome" => outcome, "endpoint" => endpoint.to_owned(), "provider" => provider)
         .increment(1);
-    match answer {
-        Answer::Accepted { id } | Answer::Duplicate { id } | Answer::Ignored { id } => {
-            histogram!(ACK_LATENCY, "endpoint" => endpoint.to_owned())
-                .record(elapsed.as_secs_f64());
+    if let Some(id) = answer.acknowledged_id() {
+        histogram!(ACK_LATENCY, "endpoint" => endpoint.to_owned()).record(elapsed.as_secs_f64());
+        if matches!(answer, Answer::ReplaySuspected { .. }) {
+            // A verified body already accepted under another unsigned id: a captured request
+            // replayed with a fresh id header (or a provider re-sending under a new id).
+            tracing::info!(endpoint, provider, outcome, inbox_id = %id, "replay suspected; answered as duplicate");
+        } else {
             tracing::debug!(endpoint, provider, outcome, inbox_id = %id, "webhook acknowledged");
         }
+        return;
+    }
+    match answer {
         Answer::Unavailable { .. } | Answer::Internal => {
             tracing::warn!(endpoint, provider, outcome, "webhook not acknowledged");
         }
+        Answer::Handshake(_) => tracing::debug!(endpoint, provider, outcome, "handshake answered"),
         _ => tracing::debug!(endpoint, provider, outcome, "webhook rejected"),
     }
 }

@@ -17,7 +17,7 @@ use crate::Envelope;
 pub struct EndpointOptions(BTreeMap<String, String>);
 
 impl EndpointOptions {
-    /// No options (packs that declare none, tests, the transitional adapter).
+    /// No options (packs that declare none, tests).
     pub fn none() -> &'static EndpointOptions {
         static NONE: EndpointOptions = EndpointOptions(BTreeMap::new());
         &NONE

@@ -460,9 +460,6 @@ pub struct Pack {
     duplicate_checked_headers: &'static [&'static str],
 }
 
-/// The former name of [`Pack`] (when packs implemented the transitional [`crate::Adapter`]).
-pub type PackAdapter = Pack;
-
 impl Pack {
     /// The provider id used in configuration (the vector file's name).
     pub fn id(&self) -> &'static str {
@@ -489,6 +486,10 @@ impl Pack {
     /// Whether one request may carry several events.
     pub fn batched(&self) -> bool {
         self.batch.is_some()
+    }
+    /// Whether the event id is composed of several signed fields (no single place holds it).
+    pub fn id_composed(&self) -> bool {
+        matches!(self.event_id, IdRule::Composed(_))
     }
     pub fn display_name(&self) -> &'static str {
         self.display_name

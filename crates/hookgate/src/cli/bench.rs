@@ -24,7 +24,7 @@ impl GatewayConfig for BenchConfig {
         let now = jiff::Timestamp::now().as_second();
         Some(Endpoint {
             id: endpoint.id.clone(),
-            provider: endpoint.provider,
+            pack: endpoint.pack,
             signing_secret: endpoint
                 .secrets
                 .iter()

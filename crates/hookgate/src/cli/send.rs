@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use hookgate_providers::{IdLocation, ProviderKind, SignRequest};
+use hookgate_providers::pack::{Pack, SignTarget, SignedDelivery, SigningKey};
+use hookgate_providers::{IdLocation, SignRequest};
 
 use crate::config::{Config, EndpointConfig};
 
@@ -23,30 +24,30 @@ pub struct SendArgs {
     /// Target URL; default: the configured listener.
     #[arg(long)]
     pub url: Option<String>,
+    /// The provider's private key, for providers that sign with one (Discord, SendGrid,
+    /// PayPal): Ed25519 seed (hex), or a PKCS#8 PEM key.
+    #[arg(long)]
+    pub private_key: Option<PathBuf>,
     /// The JSON payload file.
     pub payload: PathBuf,
 }
 
 /// A fresh id in the provider's own style.
-pub fn fresh_event_id(provider: ProviderKind) -> String {
+pub fn fresh_event_id(pack: &Pack) -> String {
     let uuid = uuid::Uuid::new_v4();
-    match provider {
-        ProviderKind::Stripe => format!("evt_{}", uuid.simple()),
-        ProviderKind::StandardWebhooks | ProviderKind::Svix => format!("msg_{}", uuid.simple()),
-        ProviderKind::Slack => format!("Ev{}", &uuid.simple().to_string()[..10].to_uppercase()),
-        ProviderKind::Github | ProviderKind::Shopify => uuid.to_string(),
+    match pack.id() {
+        "stripe" => format!("evt_{}", uuid.simple()),
+        "standard_webhooks" | "svix" => format!("msg_{}", uuid.simple()),
+        "slack" => format!("Ev{}", &uuid.simple().to_string()[..10].to_uppercase()),
+        _ => uuid.to_string(),
     }
 }
 
-/// Puts `event_id` where the provider carries it: inside the body for body-id providers.
-pub fn place_event_id(
-    provider: ProviderKind,
-    body: &[u8],
-    event_id: &str,
-) -> anyhow::Result<Vec<u8>> {
-    match provider.adapter().id_location() {
-        IdLocation::Header(_) => Ok(body.to_vec()),
-        IdLocation::BodyPointer(pointer) => {
+/// Puts `event_id` where the provider carries it: inside the body for body-id providers
+/// (not for batches, whose items carry their own, nor for ids composed of several fields).
+pub fn place_event_id(pack: &Pack, body: &[u8], event_id: &str) -> anyhow::Result<Vec<u8>> {
+    match pack.id_location() {
+        IdLocation::BodyPointer(pointer) if !pack.batched() && !pack.id_composed() => {
             let mut value: serde_json::Value =
                 serde_json::from_slice(body).context("payload is not JSON")?;
             let slot = value.pointer_mut(pointer).with_context(|| {
@@ -55,58 +56,87 @@ pub fn place_event_id(
             *slot = serde_json::Value::String(event_id.to_owned());
             Ok(serde_json::to_vec_pretty(&value)?)
         }
+        _ => Ok(body.to_vec()),
     }
 }
 
 /// Event type for header-typed providers: the flag, else the body's `type`, else a default.
-fn event_type_for(provider: ProviderKind, explicit: Option<&str>, body: &[u8]) -> Option<String> {
+fn event_type_for(pack: &Pack, explicit: Option<&str>, body: &[u8]) -> Option<String> {
     if let Some(t) = explicit {
         return Some(t.to_owned());
     }
     let from_body = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned));
-    from_body.or_else(|| match provider {
-        ProviderKind::Github => Some("ping".into()),
-        ProviderKind::Shopify => Some("orders/create".into()),
+    from_body.or_else(|| match pack.id() {
+        "github" => Some("ping".into()),
+        "shopify" => Some("orders/create".into()),
         _ => None,
     })
 }
 
-/// Headers and final body of a delivery, as the provider would send it.
-pub type SignedDelivery = (Vec<(http::HeaderName, http::HeaderValue)>, Vec<u8>);
+/// What signs a delivery: the endpoint's trusted shared secret, or the private key of a
+/// public-key provider (`--private-key`).
+pub enum Signer<'a> {
+    Secret,
+    PrivateKey(&'a SigningKey),
+}
 
-/// Signs `body` for `endpoint` as its provider would.
+/// Signs `body` for `endpoint` as its provider would: headers, the body as sent (Adyen and
+/// Mailgun carry the signature in it) and, for packs that sign the URL, the signed URL.
 pub fn sign_delivery(
     endpoint: &EndpointConfig,
+    signer: Signer<'_>,
     event_id: &str,
     event_type: Option<&str>,
     body: &[u8],
     timestamp: i64,
 ) -> anyhow::Result<SignedDelivery> {
-    let now = timestamp;
-    let secret = endpoint
-        .secrets
-        .iter()
-        .find(|s| s.trusted_at(now))
-        .with_context(|| {
-            format!(
-                "endpoint {} has no trusted secret to sign with",
-                endpoint.id
-            )
-        })?;
-    let body = place_event_id(endpoint.provider, body, event_id)?;
-    let event_type = event_type_for(endpoint.provider, event_type, &body);
-    let headers = endpoint.provider.adapter().sign(
-        &secret.material,
-        &SignRequest {
-            event_id,
-            event_type: event_type.as_deref(),
-            timestamp,
-            body: &body,
-        },
-    );
-    Ok((headers, body))
+    let pack = endpoint.pack;
+    let body = place_event_id(pack, body, event_id)?;
+    let event_type = event_type_for(pack, event_type, &body);
+    let request = SignRequest {
+        event_id,
+        event_type: event_type.as_deref(),
+        timestamp,
+        body: &body,
+    };
+    let target = SignTarget {
+        public_url: endpoint.public_url.as_deref(),
+        options: Some(&endpoint.options),
+    };
+    match signer {
+        Signer::PrivateKey(key) => Ok(pack.sign_with_private_key(key, &request, &target)),
+        Signer::Secret if !pack.has_shared_secret() => bail!(
+            "provider {} verifies with a public key: pass --private-key FILE to sign",
+            pack.id()
+        ),
+        Signer::Secret => {
+            let secret = endpoint
+                .secrets
+                .iter()
+                .find(|s| s.trusted_at(timestamp))
+                .with_context(|| {
+                    format!(
+                        "endpoint {} has no trusted secret to sign with",
+                        endpoint.id
+                    )
+                })?;
+            Ok(pack.sign_delivery(&secret.material, &request, &target))
+        }
+    }
+}
+
+/// The URL to post to: `base` with the query of the URL the provider signed (a request's
+/// query replaces `public_url`'s when verified, so the appended parameters must travel).
+fn post_url(base: &str, signed: Option<&str>) -> String {
+    match signed.and_then(|url| url.split_once('?')) {
+        Some((_, query)) => {
+            let base = base.split_once('?').map_or(base, |(b, _)| b);
+            format!("{base}?{query}")
+        }
+        None => base.to_owned(),
+    }
 }
 
 pub fn default_url(config: &Config, endpoint_id: &str) -> String {
@@ -136,19 +166,41 @@ pub async fn run(args: SendArgs) -> anyhow::Result<i32> {
     let event_id = args
         .event_id
         .clone()
-        .unwrap_or_else(|| fresh_event_id(endpoint.provider));
+        .unwrap_or_else(|| fresh_event_id(endpoint.pack));
     let timestamp = jiff::Timestamp::now().as_second();
-    let (headers, body) = sign_delivery(
+    let private_key = match &args.private_key {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read private key {}", path.display()))?;
+            let key = endpoint.pack.decode_signing_key(&text).with_context(|| {
+                format!(
+                    "{} is not a private key for provider {}",
+                    path.display(),
+                    endpoint.pack.id()
+                )
+            })?;
+            Some(key)
+        }
+        None => None,
+    };
+    let signer = match &private_key {
+        Some(key) => Signer::PrivateKey(key),
+        None => Signer::Secret,
+    };
+    let signed = sign_delivery(
         endpoint,
+        signer,
         &event_id,
         args.event_type.as_deref(),
         &payload,
         timestamp,
     )?;
-    let url = args
+    let base = args
         .url
         .clone()
         .unwrap_or_else(|| default_url(&config, &endpoint.id));
+    let url = post_url(&base, signed.url.as_deref());
+    let (headers, body) = (signed.headers, signed.body);
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(10))
         .build()?;

@@ -18,7 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate_core::retry::RetryPolicy;
-use hookgate_providers::{ProviderKind, SecretMaterial};
+use hookgate_core::seal::ReplayKey;
+use hookgate_providers::SecretMaterial;
+use hookgate_providers::pack::{EndpointOptions, Pack};
 use hookgate_store::GroupCommitOptions;
 use ipnet::IpNet;
 use zeroize::Zeroizing;
@@ -97,7 +99,14 @@ impl SecretVersion {
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
     pub id: String,
-    pub provider: ProviderKind,
+    /// The provider's pack (`provider = "<id>"`).
+    pub pack: &'static Pack,
+    /// The URL as registered with the provider (packs that sign the URL), byte for byte.
+    pub public_url: Option<String>,
+    /// The pack's options, checked at load.
+    pub options: EndpointOptions,
+    /// The replay window of packs with a replay defence (`replay_window_seconds`), in ms.
+    pub replay_window_ms: Option<i64>,
     pub tolerance_seconds: Option<u64>,
     pub max_body_bytes: usize,
     pub allowed_event_types: Option<Vec<String>>,
@@ -167,6 +176,11 @@ pub struct ProvidersConfig {
 }
 
 impl EndpointConfig {
+    /// The provider id (the pack's id): the `provider` column and metrics label.
+    pub fn provider_id(&self) -> &'static str {
+        self.pack.id()
+    }
+
     /// Exact names, or a prefix ending in `*` (`payment_intent.*`); absent list = all.
     pub fn allows(&self, event_type: Option<&str>) -> bool {
         let Some(patterns) = &self.allowed_event_types else {
@@ -197,6 +211,10 @@ pub struct LogConfig {
 pub struct PayloadKeys {
     pub active: u32,
     pub keys: Vec<(u32, SecretSource, Zeroizing<[u8; 32]>)>,
+    /// The key of replay digests: `replay_key`, else derived from the lowest payload key.
+    pub replay_key: std::sync::Arc<ReplayKey>,
+    /// Where `replay_key` came from: the configured source, or `None` when derived.
+    pub replay_key_source: Option<SecretSource>,
 }
 
 impl std::fmt::Debug for PayloadKeys {
@@ -209,6 +227,7 @@ impl std::fmt::Debug for PayloadKeys {
         f.debug_struct("PayloadKeys")
             .field("active", &self.active)
             .field("keys", &versions)
+            .field("replay_key_source", &self.replay_key_source)
             .finish()
     }
 }

@@ -97,6 +97,8 @@ pub struct RawStore {
 pub struct RawPayloadEncryption {
     pub active: u32,
     pub keys: Vec<RawPayloadKey>,
+    /// The key of the replay digests (32 bytes, base64; `env:`/`file:` like keys).
+    pub replay_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +130,12 @@ pub struct RawEndpoint {
     pub object_id_pointer: Option<String>,
     pub object_version_pointer: Option<String>,
     pub destinations: Option<Vec<String>>,
+    /// The URL registered with the provider, for packs that sign it.
+    pub public_url: Option<String>,
+    /// Provider-specific settings, named by the pack (a table value is taken as JSON).
+    pub options: Option<std::collections::BTreeMap<String, toml::Value>>,
+    /// How long a verified body is remembered against replays under a fresh unsigned id.
+    pub replay_window_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -68,6 +68,17 @@ pub fn render_redacted(c: &Config) -> String {
     for (v, src, _) in &c.payload_keys.keys {
         let _ = writeln!(out, "# key version {v}: from {src} (32 bytes, redacted)");
     }
+    match &c.payload_keys.replay_key_source {
+        Some(src) => {
+            let _ = writeln!(out, "# replay_key from {src} (32 bytes, redacted)");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "# replay_key: not set (derived from the lowest payload key version)"
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "\n[log]\nformat = \"{}\"\nlevel = \"{}\"",
@@ -99,8 +110,19 @@ pub fn render_redacted(c: &Config) -> String {
             out,
             "\n[[endpoints]]\nid = \"{}\"\nprovider = \"{}\"",
             e.id,
-            e.provider.id()
+            e.provider_id()
         );
+        if let Some(url) = &e.public_url {
+            let _ = writeln!(out, "public_url = {url:?}");
+        }
+        for name in e.pack.options().iter().map(|o| o.name) {
+            if let Some(value) = e.options.get(name) {
+                let _ = writeln!(out, "options.{name} = {value:?}");
+            }
+        }
+        if let Some(ms) = e.replay_window_ms {
+            let _ = writeln!(out, "replay_window_seconds = {}", ms / 1000);
+        }
         match e.tolerance_seconds {
             Some(t) => {
                 let _ = writeln!(out, "tolerance_seconds = {t}");

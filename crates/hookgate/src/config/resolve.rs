@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use hookgate_providers::ProviderKind;
+use hookgate_core::seal::ReplayKey;
+use hookgate_providers::pack::{self, Pack};
 use hookgate_store::GroupCommitOptions;
 use ipnet::IpNet;
 use zeroize::Zeroizing;
@@ -286,24 +287,22 @@ fn resolve_providers(
     })
 }
 
-/// A JSON pointer (RFC 6901): empty or starting with `/`.
+/// A JSON pointer (RFC 6901): empty or starting with `/`. It overrides the pack's object
+/// location; a batch has one per item, so batched packs take none.
 fn resolve_pointer(
     value: Option<String>,
     key: String,
-    provider: ProviderKind,
+    pack: &Pack,
 ) -> Result<Option<String>, ConfigError> {
     let Some(pointer) = value else {
         return Ok(None);
     };
-    if !matches!(
-        provider,
-        ProviderKind::StandardWebhooks | ProviderKind::Svix
-    ) {
+    if pack.batched() {
         return Err(err(
             key,
             format!(
-                "only Standard Webhooks and Svix endpoints take object pointers; {} extracts its own",
-                provider.id()
+                "provider {} sends batches; each item's object comes from the pack",
+                pack.id()
             ),
         ));
     }
@@ -311,6 +310,19 @@ fn resolve_pointer(
         return Err(err(key, "must be a JSON pointer, e.g. /data/version"));
     }
     Ok(Some(pointer))
+}
+
+/// The default replay window: how long a verified body is remembered for providers that sign
+/// neither the id nor a timestamp (DESIGN: the idempotency record of such providers is kept
+/// longer than any provider's redelivery horizon).
+pub(super) const DEFAULT_REPLAY_WINDOW_SECONDS: u64 = 90 * 24 * 3600;
+
+/// `options = { … }` as the pack reads them: strings as written, a table as JSON text.
+fn option_text(value: toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s,
+        other => serde_json::to_string(&other).unwrap_or_default(),
+    }
 }
 
 fn positive(value: Option<usize>, default: usize, key: &str) -> Result<usize, ConfigError> {
@@ -341,22 +353,13 @@ fn resolve_payload_keys(
                 "duplicate version",
             ));
         }
-        let (source, value) = secrets::resolve(&k.key, base).map_err(|e| err(&key_name, e))?;
+        let (source, key) = decode_key32(&k.key, base, &key_name)?;
         if source == SecretSource::Literal {
             warnings.push(format!(
                 "{key_name} is a literal in the config file; use env: or file: outside development"
             ));
         }
-        let bytes = Zeroizing::new(
-            base64::engine::general_purpose::STANDARD
-                .decode(value.expose().trim())
-                .map_err(|_| err(&key_name, "must be 32 bytes, base64-encoded"))?,
-        );
-        let key: [u8; 32] = bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| err(&key_name, "must be 32 bytes, base64-encoded"))?;
-        keys.push((k.version, source, Zeroizing::new(key)));
+        keys.push((k.version, source, key));
     }
     if !keys.iter().any(|(v, _, _)| *v == raw.active) {
         return Err(err(
@@ -364,10 +367,57 @@ fn resolve_payload_keys(
             format!("no key with version {}", raw.active),
         ));
     }
+    let (replay_key, replay_key_source) = match &raw.replay_key {
+        Some(reference) => {
+            let key_name = "payload_encryption.replay_key";
+            let (source, bytes) = decode_key32(reference, base, key_name)?;
+            if source == SecretSource::Literal {
+                warnings.push(format!(
+                    "{key_name} is a literal in the config file; use env: or file: outside development"
+                ));
+            }
+            (ReplayKey::derive(&bytes[..]), Some(source))
+        }
+        None => {
+            // Derived from the lowest version: it stays while newer keys are added, but
+            // changes when that key is removed, so a configured key is recommended.
+            let (version, _, lowest) = keys
+                .iter()
+                .min_by_key(|(v, _, _)| *v)
+                .expect("at least one key");
+            warnings.push(format!(
+                "payload_encryption.replay_key is not set: replay digests use a key derived from \
+                 payload key version {version}; set replay_key so that it stays stable when that \
+                 key is removed"
+            ));
+            (ReplayKey::derive(&lowest[..]), None)
+        }
+    };
     Ok(PayloadKeys {
         active: raw.active,
         keys,
+        replay_key: Arc::new(replay_key),
+        replay_key_source,
     })
+}
+
+/// A 32-byte key, base64-encoded, from a literal or an `env:`/`file:` reference.
+fn decode_key32(
+    reference: &str,
+    base: &Path,
+    key_name: &str,
+) -> Result<(SecretSource, Zeroizing<[u8; 32]>), ConfigError> {
+    let (source, value) = secrets::resolve(reference, base).map_err(|e| err(key_name, e))?;
+    let bytes = Zeroizing::new(
+        base64::engine::general_purpose::STANDARD
+            .decode(value.expose().trim())
+            .map_err(|_| err(key_name, "must be 32 bytes, base64-encoded"))?,
+    );
+    let key: [u8; 32] = bytes
+        .as_slice()
+        .try_into()
+        .map_err(|_| err(key_name, "must be 32 bytes, base64-encoded"))?;
+    Ok((source, Zeroizing::new(key)))
 }
 
 fn resolve_endpoint(
@@ -383,8 +433,8 @@ fn resolve_endpoint(
             "must be 1-128 characters of A-Z a-z 0-9 - _ .",
         ));
     }
-    let provider = ProviderKind::from_id(&e.provider).ok_or_else(|| {
-        let known: Vec<&str> = ProviderKind::ALL.iter().map(|p| p.id()).collect();
+    let pack = pack::builtin(&e.provider).ok_or_else(|| {
+        let known: Vec<&str> = pack::builtin_packs().iter().map(|p| p.id()).collect();
         err(
             at("provider"),
             format!(
@@ -394,7 +444,47 @@ fn resolve_endpoint(
             ),
         )
     })?;
-    let adapter = provider.adapter();
+    pack.check_public_url(e.public_url.as_deref())
+        .map_err(|problem| err(at("public_url"), problem))?;
+    let options = e
+        .options
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, option_text(v)))
+        .collect();
+    let options = pack.check_options(&options).map_err(|problem| {
+        let key = match &problem {
+            pack::OptionError::Unknown { key, .. }
+            | pack::OptionError::Missing { key, .. }
+            | pack::OptionError::Malformed { key, .. } => key.clone(),
+        };
+        // The error text starts with `options.<key>: `; the key goes into the path.
+        let text = problem.to_string();
+        let text = text
+            .strip_prefix(&format!("options.{key}: "))
+            .unwrap_or(&text)
+            .to_owned();
+        err(at(&format!("options.{key}")), text)
+    })?;
+    let replay_window_ms = match (pack.replay_defence(), e.replay_window_seconds) {
+        (None, Some(_)) => {
+            return Err(err(
+                at("replay_window_seconds"),
+                format!(
+                    "provider {} signs its event id or a timestamp, so it needs no replay window",
+                    pack.id()
+                ),
+            ));
+        }
+        (Some(_), Some(0)) => {
+            return Err(err(at("replay_window_seconds"), "must be greater than 0"));
+        }
+        (Some(_), seconds) => {
+            let seconds = seconds.unwrap_or(DEFAULT_REPLAY_WINDOW_SECONDS);
+            Some(i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX))
+        }
+        (None, None) => None,
+    };
     let max_body_bytes = e.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES);
     if max_body_bytes == 0 || max_body_bytes > MAX_BODY_CEILING {
         return Err(err(
@@ -402,12 +492,12 @@ fn resolve_endpoint(
             format!("must be between 1 and {MAX_BODY_CEILING}"),
         ));
     }
-    if e.tolerance_seconds.is_some() && adapter.default_tolerance_seconds().is_none() {
+    if e.tolerance_seconds.is_some() && pack.default_tolerance_seconds().is_none() {
         return Err(err(
             at("tolerance_seconds"),
             format!(
                 "provider {} signs no timestamp, so there is nothing to check",
-                provider.id()
+                pack.id()
             ),
         ));
     }
@@ -449,10 +539,10 @@ fn resolve_endpoint(
                 "{key}.value is a literal in the config file; use env: or file: outside development"
             ));
         }
-        let material = adapter.decode_secret(value.expose()).map_err(|e| {
+        let material = pack.decode_secret(value.expose()).map_err(|e| {
             err(
                 format!("{key}.value"),
-                format!("{e} for provider {}", provider.id()),
+                format!("{e} for provider {}", pack.id()),
             )
         })?;
         let not_after = s
@@ -490,7 +580,7 @@ fn resolve_endpoint(
         if handlers.contains(&kind) {
             return Err(err(&key, format!("duplicate handler {name:?}")));
         }
-        if kind == HandlerKind::PaymentsProjection && provider != ProviderKind::Stripe {
+        if kind == HandlerKind::PaymentsProjection && pack.id() != "stripe" {
             return Err(err(
                 &key,
                 "payments_projection handles Stripe endpoints only",
@@ -498,13 +588,9 @@ fn resolve_endpoint(
         }
         handlers.push(kind);
     }
-    let object_id_pointer =
-        resolve_pointer(e.object_id_pointer, at("object_id_pointer"), provider)?;
-    let object_version_pointer = resolve_pointer(
-        e.object_version_pointer,
-        at("object_version_pointer"),
-        provider,
-    )?;
+    let object_id_pointer = resolve_pointer(e.object_id_pointer, at("object_id_pointer"), pack)?;
+    let object_version_pointer =
+        resolve_pointer(e.object_version_pointer, at("object_version_pointer"), pack)?;
     Ok(EndpointConfig {
         retry: resolve_retry(e.retry, &at("retry"))?,
         handlers,
@@ -512,8 +598,11 @@ fn resolve_endpoint(
         object_version_pointer,
         destinations: Vec::new(),
         id: e.id,
-        provider,
-        tolerance_seconds: e.tolerance_seconds.or(adapter.default_tolerance_seconds()),
+        pack,
+        public_url: e.public_url,
+        options,
+        replay_window_ms,
+        tolerance_seconds: e.tolerance_seconds.or(pack.default_tolerance_seconds()),
         max_body_bytes,
         allowed_event_types: e.allowed_event_types,
         secrets: secrets_out,

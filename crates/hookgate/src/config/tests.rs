@@ -4,8 +4,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use hookgate_providers::ProviderKind;
-
 use super::destinations::DestinationKind;
 use super::*;
 
@@ -43,6 +41,40 @@ fn sw_endpoint(extra: &str) -> String {
     format!(
         "[[endpoints]]\nid = \"sw\"\nprovider = \"standard_webhooks\"\n\
          secrets = [{{ version = \"v1\", value = \"{SW_SECRET}\" }}]\n{extra}"
+    )
+}
+
+fn adyen_endpoint(extra: &str) -> String {
+    format!(
+        "[[endpoints]]\nid = \"ad\"\nprovider = \"adyen\"\n\
+         secrets = [{{ version = \"v1\", value = \"44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056\" }}]\n{extra}"
+    )
+}
+
+fn twilio_endpoint(extra: &str) -> String {
+    format!(
+        "[[endpoints]]\nid = \"tw\"\nprovider = \"twilio\"\n\
+         secrets = [{{ version = \"v1\", value = \"twilio-auth-token\" }}]\n{extra}"
+    )
+}
+
+/// PayPal's (test) certificate from its vectors, as a TOML basic string's content.
+fn paypal_cert() -> String {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors/paypal.json");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    doc["vectors"][0]["secrets"][0]
+        .as_str()
+        .unwrap()
+        .replace('\n', "\\n")
+}
+
+fn paypal_endpoint(extra: &str) -> String {
+    format!(
+        "[[endpoints]]\nid = \"pp\"\nprovider = \"paypal\"\n\
+         secrets = [{{ version = \"v1\", value = \"{}\" }}]\n{extra}",
+        paypal_cert()
     )
 }
 
@@ -105,6 +137,7 @@ fn config_defaults_of_the_smallest_file() {
         c.warnings,
         vec![
             "payload_encryption.keys[0].key is a literal in the config file; use env: or file: outside development",
+            "payload_encryption.replay_key is not set: replay digests use a key derived from payload key version 1; set replay_key so that it stays stable when that key is removed",
             "no [[endpoints]] configured: every webhook will get 404",
         ]
     );
@@ -231,7 +264,7 @@ fn config_valid_files_resolve() {
                 assert_eq!(s.api_key.expose(), "sk_test");
                 assert_eq!(s.timeout, Duration::from_millis(500));
                 let e = c.endpoint("pay").unwrap();
-                assert_eq!(e.provider, ProviderKind::Stripe);
+                assert_eq!(e.provider_id(), "stripe");
                 assert_eq!(e.tolerance_seconds, Some(300));
                 assert_eq!(e.handlers, [HandlerKind::PaymentsProjection]);
                 assert!(e.allows(Some("payment_intent.created")));
@@ -278,13 +311,67 @@ fn config_valid_files_resolve() {
             plus(&github_endpoint("")),
             |c| {
                 let e = &c.endpoints[0];
-                assert_eq!(e.provider, ProviderKind::Github);
+                assert_eq!(e.provider_id(), "github");
                 assert_eq!(e.tolerance_seconds, None);
                 assert_eq!(e.max_body_bytes, DEFAULT_MAX_BODY_BYTES);
                 assert_eq!(e.rate_limit, None);
                 assert_eq!(e.retry, hookgate_core::retry::RetryPolicy::default());
                 assert!(e.handlers.is_empty());
                 assert!(e.destinations.is_empty());
+            },
+        ),
+        (
+            "a pack's public_url and options, byte for byte; replay windows",
+            plus(&format!(
+                "{}{}{}",
+                twilio_endpoint("public_url = \"https://example.com:8443/sms?x=1\"\n"),
+                paypal_endpoint("options = { webhook_id = \"WH-1\" }\n"),
+                github_endpoint(
+                    "replay_window_seconds = 3600\nobject_id_pointer = \"/repository/id\"\n"
+                )
+                .replace("id = \"gh\"", "id = \"gh2\"")
+            )),
+            |c| {
+                let tw = &c.endpoints[0];
+                assert_eq!(tw.provider_id(), "twilio");
+                assert_eq!(
+                    tw.public_url.as_deref(),
+                    Some("https://example.com:8443/sms?x=1")
+                );
+                assert_eq!(tw.replay_window_ms, Some(90 * 24 * 3600 * 1000));
+                let pp = &c.endpoints[1];
+                assert_eq!(pp.options.get("webhook_id"), Some("WH-1"));
+                assert_eq!(pp.replay_window_ms, None);
+                let gh = &c.endpoints[2];
+                assert_eq!(gh.replay_window_ms, Some(3_600_000));
+                // The pointers override the pack for every single-event provider.
+                assert_eq!(gh.object_id_pointer.as_deref(), Some("/repository/id"));
+                assert!(c.warnings.iter().any(|w| w.starts_with(
+                    "payload_encryption.replay_key is not set: replay digests use a key derived from payload key version 1"
+                )));
+            },
+        ),
+        (
+            "a configured replay key: no warning, the same digests as its own derivation",
+            base_with(
+                "keys = [",
+                &format!("replay_key = \"{PAYLOAD_KEY}\"\nkeys = ["),
+            ),
+            |c| {
+                assert!(c.payload_keys.replay_key_source.is_some());
+                assert!(
+                    !c.warnings
+                        .iter()
+                        .any(|w| w.contains("replay_key is not set"))
+                );
+                let own = hookgate_core::seal::ReplayKey::derive(
+                    &base64::Engine::decode(
+                        &base64::engine::general_purpose::STANDARD,
+                        PAYLOAD_KEY,
+                    )
+                    .unwrap(),
+                );
+                assert_eq!(c.payload_keys.replay_key.digest(b"x"), own.digest(b"x"));
             },
         ),
         (
@@ -718,12 +805,12 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
             "config error at `endpoints[1].id`: duplicate endpoint id \"gh\"",
         ),
         (
-            plus(&github_endpoint("").replace("github", "gitlab")),
-            "config error at `endpoints[0].provider`: unknown provider \"gitlab\"; known: stripe, github, standard_webhooks, svix, shopify, slack",
+            plus(&github_endpoint("").replace("github", "gitlub")),
+            "config error at `endpoints[0].provider`: unknown provider \"gitlub\"; known: stripe, github, standard_webhooks, svix, shopify, slack, bitbucket, intercom, lemonsqueezy, linear, mollie, paddle, razorpay, sentry, twitch, zoom, adyen, discord, gitlab, mailgun, paypal, sendgrid, square, twilio",
         ),
         (
             plus(&github_endpoint("colour = 1\n")),
-            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`",
+            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`",
         ),
         (
             plus("[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n"),
@@ -819,8 +906,50 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
             "config error at `endpoints[0].handlers[1]`: duplicate handler \"payments_projection\"",
         ),
         (
-            plus(&github_endpoint("object_id_pointer = \"/id\"\n")),
-            "config error at `endpoints[0].object_id_pointer`: only Standard Webhooks and Svix endpoints take object pointers; github extracts its own",
+            plus(&adyen_endpoint("object_id_pointer = \"/id\"\n")),
+            "config error at `endpoints[0].object_id_pointer`: provider adyen sends batches; each item's object comes from the pack",
+        ),
+        (
+            plus(&twilio_endpoint("")),
+            "config error at `endpoints[0].public_url`: public_url is required by provider twilio (it signs the URL)",
+        ),
+        (
+            plus(&twilio_endpoint("public_url = \"example.com/sms\"\n")),
+            "config error at `endpoints[0].public_url`: public_url must be an absolute http:// or https:// URL with a host",
+        ),
+        (
+            plus(&twilio_endpoint("public_url = \"ftp://example.com/sms\"\n")),
+            "config error at `endpoints[0].public_url`: public_url must be an absolute http:// or https:// URL with a host",
+        ),
+        (
+            plus(&paypal_endpoint("")),
+            "config error at `endpoints[0].options.webhook_id`: required by provider paypal",
+        ),
+        (
+            plus(&paypal_endpoint(
+                "options = { webhook_id = \"WH-1\", colour = \"red\" }\n",
+            )),
+            "config error at `endpoints[0].options.colour`: unknown option for provider paypal (known: webhook_id)",
+        ),
+        (
+            plus(&paypal_endpoint("options = { webhook_id = \" \" }\n")),
+            "config error at `endpoints[0].options.webhook_id`: must be a non-empty string",
+        ),
+        (
+            plus(&github_endpoint("options = { webhook_id = \"WH-1\" }\n")),
+            "config error at `endpoints[0].options.webhook_id`: unknown option for provider github (known: none)",
+        ),
+        (
+            plus(&sw_endpoint("replay_window_seconds = 60\n")),
+            "config error at `endpoints[0].replay_window_seconds`: provider standard_webhooks signs its event id or a timestamp, so it needs no replay window",
+        ),
+        (
+            plus(&github_endpoint("replay_window_seconds = 0\n")),
+            "config error at `endpoints[0].replay_window_seconds`: must be greater than 0",
+        ),
+        (
+            base_with("keys = [", "replay_key = \"c2hvcnQ=\"\nkeys = ["),
+            "config error at `payload_encryption.replay_key`: must be 32 bytes, base64-encoded",
         ),
         (
             plus(&sw_endpoint("object_version_pointer = \"data.version\"\n")),
@@ -1177,6 +1306,7 @@ pool_size = 16
 [payload_encryption]
 active = 1
 # key version 1: from <literal, redacted> (32 bytes, redacted)
+# replay_key: not set (derived from the lowest payload key version)
 
 [log]
 format = "json"

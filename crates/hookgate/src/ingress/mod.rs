@@ -4,6 +4,7 @@
 //! The hot path is a plain hyper service rather than an axum router: it has one route, and
 //! owning the body stream lets [`pipeline`] enforce the byte limit while reading.
 
+mod commit;
 pub mod limits;
 pub mod pipeline;
 pub mod response;

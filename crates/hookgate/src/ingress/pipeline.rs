@@ -1,25 +1,28 @@
 //! One webhook request, in the ingress order (ARCHITECTURE.md, "One request").
 //!
-//! route → method → HTTPS → flood protection → content type → bounded headers and
-//! Content-Length → signature metadata (headers only) → bounded body read → verify on the raw
-//! bytes (every trusted secret, constant time) → freshness → parse the envelope → handshake →
-//! verified budget → allow-list → seal → commit (group commit) → acknowledge.
+//! route → method (the pack's) → HTTPS → flood protection → content type → bounded headers
+//! and Content-Length → signature metadata (the request head only: headers, raw query, the
+//! endpoint's `public_url` and options) → bounded body read → verify on the raw bytes (every
+//! trusted secret, constant time) → freshness → parse the events or the handshake (answered,
+//! never stored) → verified budget → replay digest → `commit.rs`: allow-list per event → seal
+//! each row → commit the request's rows as one unit (group commit) → acknowledge.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use hookgate_core::{InboxStatus, RowIdentity};
-use hookgate_providers::{Extracted, TrustedSecret};
-use hookgate_store::{Acceptance, NewInboxRow, StoreError};
+use hookgate_providers::TrustedSecret;
+use hookgate_providers::pack::{Delivery, ReplayDefence, RequestContext};
+use hookgate_store::ReplayDigest;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
-use http::{HeaderMap, Method, Request};
+use http::{HeaderMap, Request};
 use http_body_util::BodyExt;
 
+use super::commit::{self, RETRY_AFTER_OVERLOADED};
 use super::limits::{client_address, is_trusted};
 use super::response::{Answer, HttpResponse};
 use crate::state::{AppState, EndpointRuntime};
-use crate::telemetry::{self, CommitEnd};
+use crate::telemetry;
 
 /// How the connection reached us.
 #[derive(Debug, Clone, Copy)]
@@ -30,9 +33,6 @@ pub struct ConnInfo {
 
 const WEBHOOK_PREFIX: &str = "/webhooks/";
 const RETRY_AFTER_UNAVAILABLE: u64 = 2;
-
-/// `Retry-After` when shed under overload: the queue drains within `max_queue_wait`.
-const RETRY_AFTER_OVERLOADED: u64 = 1;
 
 /// Handles one request on the webhook listener.
 pub async fn handle<B>(state: &AppState, conn: ConnInfo, request: Request<B>) -> HttpResponse
@@ -52,7 +52,7 @@ where
         Some(ep) => process(state, conn, ep, request).await,
     };
     let (endpoint_id, provider) = match &endpoint {
-        Some(ep) => (ep.config.id.as_str(), ep.config.provider.id()),
+        Some(ep) => (ep.config.id.as_str(), ep.config.provider_id()),
         None => ("_unknown", "_unknown"),
     };
     telemetry::request_answered(endpoint_id, provider, &answer, started.elapsed());
@@ -71,8 +71,8 @@ where
     let cfg = &ep.config;
     let server = &state.runtime.load().config.server;
 
-    // 1. Method, HTTPS, flood protection.
-    if request.method() != Method::POST {
+    // 1. Method (POST, or one the pack declares a handshake on), HTTPS, flood protection.
+    if !cfg.pack.accepts_method(request.method()) {
         return Answer::MethodNotAllowed;
     }
     if !conn.tls && !server.trusted_proxies.is_empty() {
@@ -103,12 +103,19 @@ where
         return shed(request, cfg.max_body_bytes, server.request_timeout).await;
     }
 
-    let adapter = cfg.provider.adapter();
+    let pack = cfg.pack;
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
+    let ctx = RequestContext {
+        method: &parts.method,
+        headers,
+        raw_query: parts.uri.query(),
+        public_url: cfg.public_url.as_deref(),
+        options: &cfg.options,
+    };
 
     // Content type, then bounded headers.
-    if !adapter.accepts_content_type(headers.get(CONTENT_TYPE)) {
+    if !pack.accepts_content_type(headers.get(CONTENT_TYPE)) {
         return Answer::UnsupportedMediaType;
     }
     if let Err(reason) =
@@ -117,8 +124,8 @@ where
         return Answer::BadRequest(reason);
     }
 
-    // 2–4. Signature metadata from headers only; Content-Length before reading.
-    let metadata = match adapter.parse_metadata(headers) {
+    // 2–4. Signature metadata from the request head only; Content-Length before reading.
+    let metadata = match pack.parse_metadata(&ctx) {
         Ok(m) => m,
         Err(rejection) => return rejection.into(),
     };
@@ -159,94 +166,62 @@ where
             retry_after_secs: RETRY_AFTER_UNAVAILABLE,
         };
     }
-    let verified = match adapter.verify(&metadata, &body, &trusted, now, cfg.tolerance_seconds) {
+    let verified = match pack.verify(&ctx, &metadata, &body, &trusted, now, cfg.tolerance_seconds) {
         Ok(v) => v,
         Err(rejection) => return rejection.into(),
     };
-    let matched_version = trusted[verified.matched_secret_index].version;
-    telemetry::secret_matched(&cfg.id, matched_version);
+    let matched = trusted[verified.matched_secret_index];
+    telemetry::secret_matched(&cfg.id, matched.version);
 
-    // 7. Only now parse the verified bytes.
-    let mut envelope = match adapter.extract(&metadata, headers, &body) {
-        Ok(Extracted::Event(envelope)) => envelope,
-        Ok(Extracted::Handshake { content_type, body }) => {
-            return Answer::Handshake { content_type, body };
-        }
-        Err(rejection) => return rejection.into(),
-    };
-    if cfg.object_id_pointer.is_some() || cfg.object_version_pointer.is_some() {
-        object_from_pointers(cfg, &body, &mut envelope);
+    // 7. Only now parse the verified bytes: a handshake, or the events (a batch: each item).
+    let (mut events, provider_answer, replay_token) =
+        match pack.extract(&ctx, &metadata, &body, Some(matched.key)) {
+            Ok(Delivery::Handshake(answer)) => return Answer::Handshake(answer),
+            Ok(Delivery::Events {
+                events,
+                answer,
+                replay_key,
+            }) => (events, answer, replay_key),
+            Err(rejection) => return rejection.into(),
+        };
+    if let [envelope] = events.as_mut_slice()
+        && (cfg.object_id_pointer.is_some() || cfg.object_version_pointer.is_some())
+    {
+        object_from_pointers(cfg, &body, envelope);
     }
-    if envelope.event_id.is_empty() || envelope.event_id.len() > 512 {
+    if events.is_empty()
+        || events
+            .iter()
+            .any(|e| e.event_id.is_empty() || e.event_id.len() > 512)
+    {
         return Answer::BadRequest("missing_event_id");
     }
     if let Some(Err(retry_after_secs)) = ep.budget.as_ref().map(|b| b.check()) {
         return Answer::RateLimited { retry_after_secs };
     }
-    let status = if cfg.allows(envelope.event_type.as_deref()) {
-        InboxStatus::Received
-    } else {
-        InboxStatus::Ignored
-    };
 
-    // 8. Seal, insert under the unique key (group commit), commit, then acknowledge.
-    let runtime = state.runtime.load();
-    let identity = RowIdentity {
-        provider: cfg.provider.id(),
-        endpoint_id: &cfg.id,
-        provider_event_id: &envelope.event_id,
-    };
-    let sealed = runtime
-        .keyring
-        .seal(&mut rand::thread_rng(), &identity, &body);
-    let digest = runtime.keyring.digest(&body);
-    let row = NewInboxRow {
-        inbox_id: uuid::Uuid::now_v7().to_string(),
-        provider: cfg.provider.id().to_owned(),
-        endpoint_id: cfg.id.clone(),
-        provider_event_id: envelope.event_id,
-        event_type: envelope.event_type,
-        object_id: envelope.object_id,
-        object_version: envelope.object_version,
-        provider_created_at: envelope.created_at,
-        received_at_ms: now_ms,
-        payload: sealed.bytes,
-        payload_key_version: sealed.key_version,
-        payload_digest: digest.to_vec(),
-        matched_secret_version: matched_version.to_owned(),
-        status,
-        replay_digest: None,
-    };
-    let commit_started = Instant::now();
-    let result = state.store.accept(row).await;
-    telemetry::commit_finished(commit_started.elapsed(), CommitEnd::of(&result));
-    match result {
-        Ok(acceptance) => {
-            hookgate_core::fail_point!("ingress.after_commit_before_response");
-            match acceptance {
-                Acceptance::Duplicate { inbox_id } | Acceptance::ReplaySuspected { inbox_id } => {
-                    Answer::Duplicate { id: inbox_id }
-                }
-                Acceptance::Accepted { inbox_id } if status == InboxStatus::Ignored => {
-                    Answer::Ignored { id: inbox_id }
-                }
-                Acceptance::Accepted { inbox_id } => Answer::Accepted { id: inbox_id },
-            }
-        }
-        Err(StoreError::Corrupt(reason)) => {
-            tracing::error!(endpoint = %cfg.id, %reason, "store reports corrupt data");
-            Answer::Internal
-        }
-        Err(StoreError::Overloaded) => Answer::Overloaded {
-            retry_after_secs: RETRY_AFTER_OVERLOADED,
+    // 8. Seal, insert the rows as one unit (group commit), commit, then acknowledge.
+    let replay = cfg.replay_window_ms.and_then(|window_ms| {
+        let key = &state.runtime.load().config.payload_keys.replay_key;
+        let digest = match pack.replay_defence()? {
+            ReplayDefence::BodyDigest => key.digest(&body),
+            ReplayDefence::SignedToken => key.digest(replay_token.as_deref()?.as_bytes()),
+        };
+        Some(ReplayDigest { digest, window_ms })
+    });
+    commit::commit(
+        state,
+        cfg,
+        commit::Verified {
+            body: &body,
+            events,
+            matched_version: matched.version,
+            received_at_ms: now_ms,
+            replay,
+            provider_answer,
         },
-        Err(e) => {
-            tracing::warn!(endpoint = %cfg.id, error = %e, "commit failed; answering 503");
-            Answer::Unavailable {
-                retry_after_secs: RETRY_AFTER_UNAVAILABLE,
-            }
-        }
-    }
+    )
+    .await
 }
 
 /// The most of a shed request's body that is read (and dropped) to keep its connection.

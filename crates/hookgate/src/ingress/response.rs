@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use hookgate_providers::Rejection;
+use hookgate_providers::pack::Answer as ProviderAnswer;
 use http::header::{ALLOW, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
@@ -24,10 +25,8 @@ pub enum Answer {
     RequestTimeout,
     InvalidSignature,
     StaleTimestamp,
-    Handshake {
-        content_type: &'static str,
-        body: Vec<u8>,
-    },
+    /// A provider handshake, answered exactly as the provider requires; nothing stored.
+    Handshake(ProviderAnswer),
     Unavailable {
         retry_after_secs: u64,
     },
@@ -47,6 +46,21 @@ pub enum Answer {
     Duplicate {
         id: String,
     },
+    /// The verified body was already accepted under another (unsigned) id within the replay
+    /// window: answered as a duplicate of the first row; nothing stored.
+    ReplaySuspected {
+        id: String,
+    },
+    /// A batch: every event's row and what became of it, in body order.
+    Batch {
+        events: Vec<(String, &'static str)>,
+    },
+    /// Events committed, answered with the body the provider requires (Adyen `[accepted]`,
+    /// Discord 204); `of` is the answer hookgate would give otherwise (its metric label).
+    Provider {
+        answer: ProviderAnswer,
+        of: Box<Answer>,
+    },
 }
 
 impl Answer {
@@ -63,18 +77,50 @@ impl Answer {
             Answer::RequestTimeout => "request_timeout",
             Answer::InvalidSignature => "invalid_signature",
             Answer::StaleTimestamp => "stale_timestamp",
-            Answer::Handshake { .. } => "handshake",
+            Answer::Handshake(_) => "handshake",
             Answer::Unavailable { .. } => "unavailable",
             Answer::Overloaded { .. } => "overloaded",
             Answer::Internal => "internal",
             Answer::Ignored { .. } => "ignored",
             Answer::Accepted { .. } => "accepted",
             Answer::Duplicate { .. } => "duplicate",
+            Answer::ReplaySuspected { .. } => "replay_suspected",
+            Answer::Batch { events } => {
+                let any = |word: &str| events.iter().any(|(_, s)| *s == word);
+                if any("accepted") {
+                    "accepted"
+                } else if any("duplicate") {
+                    "duplicate"
+                } else {
+                    "ignored"
+                }
+            }
+            Answer::Provider { of, .. } => of.outcome(),
+        }
+    }
+
+    /// The inbox row this answer acknowledges (the first of a batch), when it is an
+    /// acknowledgement after a commit.
+    pub fn acknowledged_id(&self) -> Option<&str> {
+        match self {
+            Answer::Accepted { id }
+            | Answer::Duplicate { id }
+            | Answer::Ignored { id }
+            | Answer::ReplaySuspected { id } => Some(id),
+            Answer::Batch { events } => events.first().map(|(id, _)| id.as_str()),
+            Answer::Provider { of, .. } => of.acknowledged_id(),
+            _ => None,
         }
     }
 
     pub fn into_response(self) -> HttpResponse {
-        let (status, body): (StatusCode, String) = match &self {
+        let this = match self {
+            Answer::Handshake(answer) | Answer::Provider { answer, .. } => {
+                return provider_response(answer);
+            }
+            other => other,
+        };
+        let (status, body): (StatusCode, String) = match &this {
             Answer::UnknownEndpoint => (StatusCode::NOT_FOUND, error("unknown_endpoint")),
             Answer::MethodNotAllowed => {
                 (StatusCode::METHOD_NOT_ALLOWED, error("method_not_allowed"))
@@ -98,19 +144,17 @@ impl Answer {
             Answer::Internal => (StatusCode::INTERNAL_SERVER_ERROR, error("internal")),
             Answer::Ignored { id } => (StatusCode::OK, status("ignored", id)),
             Answer::Accepted { id } => (StatusCode::OK, status("accepted", id)),
-            Answer::Duplicate { id } => (StatusCode::OK, status("duplicate", id)),
-            Answer::Handshake { content_type, body } => {
-                let mut r = Response::new(Full::new(Bytes::from(body.clone())));
-                r.headers_mut()
-                    .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-                return r;
+            Answer::Duplicate { id } | Answer::ReplaySuspected { id } => {
+                (StatusCode::OK, status("duplicate", id))
             }
+            Answer::Batch { events } => (StatusCode::OK, batch(events)),
+            Answer::Handshake(_) | Answer::Provider { .. } => unreachable!("answered above"),
         };
         let mut response = Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        match self {
+        match this {
             Answer::MethodNotAllowed => {
                 headers.insert(ALLOW, HeaderValue::from_static("POST"));
             }
@@ -127,6 +171,32 @@ impl Answer {
 
 fn error(code: &str) -> String {
     format!(r#"{{"error":"{code}"}}"#)
+}
+
+/// Exactly the answer a provider requires: status, content type (none for an empty body),
+/// body.
+fn provider_response(answer: ProviderAnswer) -> HttpResponse {
+    let mut r = Response::new(Full::new(Bytes::from(answer.body)));
+    *r.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    if let Some(content_type) = answer.content_type {
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    r
+}
+
+/// `{"status":"accepted","events":[{"id":…,"status":…},…]}`: ids are UUIDs we generated.
+fn batch(events: &[(String, &'static str)]) -> String {
+    let mut out = String::with_capacity(32 + events.len() * 64);
+    out.push_str(r#"{"status":"accepted","events":["#);
+    for (i, (id, word)) in events.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!(r#"{{"id":"{id}","status":"{word}"}}"#));
+    }
+    out.push_str("]}");
+    out
 }
 
 /// Inbox ids are UUIDs we generated; nothing to escape.

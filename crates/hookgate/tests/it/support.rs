@@ -155,22 +155,22 @@ pub(crate) fn signed_headers(
     timestamp: i64,
     body: &[u8],
 ) -> Vec<(String, String)> {
-    let kind = hookgate_providers::ProviderKind::from_id(provider).unwrap();
-    let adapter = kind.adapter();
-    let key = adapter.decode_secret(secret).unwrap();
-    adapter
-        .sign(
-            &key,
-            &hookgate_providers::SignRequest {
-                event_id,
-                event_type: Some("test.event"),
-                timestamp,
-                body,
-            },
-        )
-        .into_iter()
-        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
-        .collect()
+    let pack = hookgate_providers::pack::builtin(provider).unwrap();
+    let key = pack.decode_secret(secret).unwrap();
+    pack.sign_delivery(
+        &key,
+        &hookgate_providers::SignRequest {
+            event_id,
+            event_type: Some("test.event"),
+            timestamp,
+            body,
+        },
+        &hookgate_providers::pack::SignTarget::default(),
+    )
+    .headers
+    .into_iter()
+    .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap().to_owned()))
+    .collect()
 }
 
 pub(crate) fn vectors_dir() -> PathBuf {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use hookgate_providers::ProviderKind;
+use hookgate_providers::pack;
 use hookgate_relay::http::{HttpDestination, HttpSettings};
 use serde::Deserialize;
 
@@ -71,7 +71,7 @@ impl RawHttpDestination {
                 .map_err(|_| err(&key, "is not a valid header value"))?;
             headers.push((name, value));
         }
-        let adapter = ProviderKind::StandardWebhooks.adapter();
+        let pack = pack::builtin("standard_webhooks").expect("a built-in pack");
         let mut signing_secrets = Vec::new();
         let mut secret_sources = Vec::new();
         for (j, reference) in self.signing_secrets.iter().flatten().enumerate() {
@@ -82,7 +82,7 @@ impl RawHttpDestination {
                     "{key} is a literal in the config file; use env: or file: outside development"
                 ));
             }
-            let material = adapter
+            let material = pack
                 .decode_secret(value.expose())
                 .map_err(|e| err(&key, format!("{e} (a whsec_ Standard Webhooks secret)")))?;
             signing_secrets.push(Arc::new(material));
