@@ -2,11 +2,12 @@
 //! removed endpoint's backlog waits for it (through a reload and a restart), and a version
 //! pointer that finds nothing is counted.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::Duration;
 
-use hookgate_core::{InboxStatus, OutboxStatus};
+use hookgate_core::InboxStatus;
+#[cfg(feature = "failpoints")]
+use hookgate_core::OutboxStatus;
 use hookgate_store::{InboxRecord, SharedStore};
 
 use crate::support::*;
@@ -58,6 +59,7 @@ async fn scrape(admin: SocketAddr) -> String {
 }
 
 /// Waits for the (aborting) binary to exit by itself.
+#[cfg(feature = "failpoints")]
 async fn exits(mut p: BinaryGateway) -> std::process::ExitStatus {
     tokio::task::spawn_blocking(move || p.wait_exit())
         .await
@@ -121,7 +123,10 @@ async fn a_crash_loop_in_processing_ends_failed_after_max_attempts() {
 }
 
 /// A plain HTTP receiver on a thread: answers every request `200` (the relay's destination).
+#[cfg(feature = "failpoints")]
 fn accept_everything() -> SocketAddr {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
