@@ -16,5 +16,7 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --features hookgate/failpoints -- -D warnings
 echo "== cargo test (with failpoints: the crash tests kill the real binary at named points)"
 cargo test --workspace --features hookgate/failpoints
+echo "== fuzz smoke run (each target of crates/hookgate-providers/fuzz for 20 s)"
+scripts/fuzz-smoke.sh
 echo "== the repository stands alone (a copy with nothing beside it runs the vector tests)"
 scripts/standalone-check.sh

@@ -87,6 +87,8 @@ mod compile;
 mod docs;
 mod engine;
 mod extract;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod primitives;
 mod schemes;
 mod sign;
