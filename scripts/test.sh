@@ -31,5 +31,7 @@ echo "== cargo test (with failpoints: the crash tests kill the real binary at na
 cargo test --workspace --features hookgate/failpoints
 echo "== the crash proof, short run (kill -9, database and NATS outages under traffic; RELIABILITY.md)"
 scripts/chaos.sh --ci --out target/chaos-results
+echo "== fuzz smoke run (each target of crates/hookgate-providers/fuzz for 20 s)"
+scripts/fuzz-smoke.sh
 echo "== the repository stands alone (a copy with nothing beside it runs the vector tests)"
 scripts/standalone-check.sh

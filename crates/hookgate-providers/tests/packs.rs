@@ -978,7 +978,7 @@ const GOOD: &str = r#"{
   "signature": {"headers": ["Linear-Signature"], "format": {"plain": {}},
     "algorithm": "hmac-sha256", "encoding": "hex", "signed": "{body}"},
   "timestamp": {"from": ["json:/webhookTimestamp"], "format": "unix_millis",
-    "tolerance_seconds": 60, "window": "both"},
+    "tolerance_seconds": 60},
   "event_id": {"from": ["header:Linear-Delivery"], "signed": false, "retries_keep_id": "unknown"}
 }"#;
 
@@ -1033,9 +1033,9 @@ fn bad_packs_fail_with_the_field_named() {
             r#"packs.linear.secret_format: unknown secret format "pem" (expected utf8, whsec_base64, hex, base64, ed25519_public_hex, p256_spki_der_base64, x509_pem)"#,
         ),
         (
-            r#""window": "both""#,
-            r#""window": "future""#,
-            r#"packs.linear.timestamp.window: unknown window "future" (expected past_only, both)"#,
+            r#""tolerance_seconds": 60"#,
+            r#""tolerance_seconds": 60, "max_future_seconds": 61"#,
+            "packs.linear.timestamp.max_future_seconds: 61 exceeds tolerance_seconds (60): the future bound is at most the tolerance",
         ),
         (
             r#""format": "unix_millis""#,
@@ -1126,7 +1126,7 @@ fn bad_packs_fail_with_the_field_named() {
     // without the body timestamp, nothing identifying is signed: the replay defence is required
     let unsigned = GOOD.replace(
         r#""timestamp": {"from": ["json:/webhookTimestamp"], "format": "unix_millis",
-    "tolerance_seconds": 60, "window": "both"},"#,
+    "tolerance_seconds": 60},"#,
         "",
     );
     assert_eq!(

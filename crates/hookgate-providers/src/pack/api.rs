@@ -181,8 +181,9 @@ pub struct PackInfo {
     pub timestamp_location: Option<String>,
     pub timestamp_format: Option<&'static str>,
     pub tolerance_seconds: Option<u64>,
-    /// `past_only` or `both`.
-    pub tolerance_window: Option<&'static str>,
+    /// How far ahead of the receiver's clock a signed timestamp may be; beyond it 401
+    /// `stale_timestamp` (the tolerance, unless the provider documents less).
+    pub max_future_seconds: Option<u64>,
     /// `yes`, `no` or `unknown`.
     pub retries_keep_id: &'static str,
     pub replay_defence: Option<&'static str>,

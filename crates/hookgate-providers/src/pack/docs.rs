@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::api::OptionInfo;
 use super::{
     Algorithm, Encoding, HandshakeAnswer, IdRule, Location, OptionFormat, Pack, PackInfo, Part,
-    Scheme, SecretFormat, SignatureFormat, TimeFormat, Window,
+    Scheme, SecretFormat, SignatureFormat, TimeFormat,
 };
 
 pub(super) fn location_text(location: &Location) -> String {
@@ -97,15 +97,6 @@ impl TimeFormat {
             TimeFormat::UnixSeconds => "unix seconds",
             TimeFormat::UnixMillis => "unix milliseconds",
             TimeFormat::Rfc3339 => "RFC 3339",
-        }
-    }
-}
-
-impl Window {
-    fn as_str(self) -> &'static str {
-        match self {
-            Window::PastOnly => "past_only",
-            Window::Both => "both",
         }
     }
 }
@@ -483,7 +474,10 @@ impl Pack {
                 .and_then(|t| locations_text(&t.from)),
             timestamp_format: self.timestamp.as_ref().map(|t| t.format.as_str()),
             tolerance_seconds: self.default_tolerance_seconds(),
-            tolerance_window: self.timestamp.as_ref().map(|t| t.window.as_str()),
+            max_future_seconds: self
+                .timestamp
+                .as_ref()
+                .map(|t| t.max_future_seconds.unwrap_or(t.tolerance_seconds)),
             retries_keep_id: self.retries_keep_id.as_str(),
             replay_defence: self.replay_defence.map(|d| d.as_str()),
             batch: self.batch.is_some(),

@@ -10,7 +10,6 @@ use subtle::{Choice, ConstantTimeEq};
 use super::primitives::{self, PublicKey};
 use super::{
     Algorithm, IdRule, Location, Pack, Part, RequestContext, Scheme, SignatureFormat, TimeFormat,
-    Window,
 };
 use crate::common::{
     self, MAX_HEADER_VALUE_LEN, MAX_SIGNATURE_ENTRIES, bad, content_type_allowed, info_header,
@@ -71,7 +70,7 @@ impl Pack {
     }
 
     /// The signature header's candidates and, for `key_value` formats, its timestamp text.
-    fn parse_signatures(
+    pub(crate) fn parse_signatures(
         &self,
         headers: &HeaderMap,
     ) -> Result<(Vec<Vec<u8>>, Option<String>), Rejection> {
@@ -120,7 +119,7 @@ impl Pack {
                 let mut timestamp = None;
                 let mut out = Vec::new();
                 for (count, item) in text.split(pair_separator).enumerate() {
-                    if count > MAX_SIGNATURE_ENTRIES {
+                    if count >= MAX_SIGNATURE_ENTRIES {
                         return Err(bad(MalformedSignature));
                     }
                     let (key, value) = item
@@ -423,9 +422,14 @@ impl Pack {
                 (None, _, Some(millis)) => millis,
                 (None, _, None) => return Err(bad(BadRequestReason::MissingTimestamp)),
             };
-            let tolerance = i128::from(tolerance_seconds.unwrap_or(rule.tolerance_seconds)) * 1000;
+            let tolerance_seconds = tolerance_seconds.unwrap_or(rule.tolerance_seconds);
+            let future_seconds = rule
+                .max_future_seconds
+                .map_or(tolerance_seconds, |max| max.min(tolerance_seconds));
             let age = i128::from(now) * 1000 - i128::from(millis);
-            if age > tolerance || (rule.window == Window::Both && -age > tolerance) {
+            if age > i128::from(tolerance_seconds) * 1000
+                || -age > i128::from(future_seconds) * 1000
+            {
                 return Err(Rejection::StaleTimestamp);
             }
         }

@@ -15,7 +15,7 @@ use crate::{BadRequestReason, Envelope, Metadata, Rejection, SecretMaterial};
 const TEXT: &str = "text/plain";
 
 /// A form body as a JSON object of its fields (the first value of a repeated name wins).
-fn form_object(body: &[u8]) -> Value {
+pub(crate) fn form_object(body: &[u8]) -> Value {
     let mut object = serde_json::Map::new();
     for pair in body.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
         let (name, value) = match pair.iter().position(|&b| b == b'=') {

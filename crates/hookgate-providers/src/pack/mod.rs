@@ -47,10 +47,13 @@
 //!   time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
 //!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
-//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339`), `tolerance_seconds`, `window`
-//!   (`past_only`: only stale ones are refused, as the provider's SDK does; `both`: a future
-//!   timestamp beyond the tolerance is refused too). The boundary is accepted; freshness is
-//!   checked only after the signature verified.
+//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339`), `tolerance_seconds` (how old a
+//!   timestamp may be; an endpoint may override it) and `max_future_seconds` (optional, at
+//!   most the tolerance: a smaller future bound the provider documents). A timestamp further
+//!   ahead than the tolerance — or `max_future_seconds` — is refused too, for every pack: this
+//!   deliberately departs from SDKs that accept any future timestamp (Stripe's), since a
+//!   request signed for the future stays replayable until then. The boundary is accepted;
+//!   freshness is checked only after the signature verified.
 //! - `event_id`: `from` (alternatives: `header:Name`… or `json:/pointer`…; with `"compose":
 //!   true` the JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against what
 //!   the scheme covers), `retries_keep_id` (`yes` | `no` | `unknown`), `fallback`
@@ -85,6 +88,8 @@ mod compile;
 mod docs;
 mod engine;
 mod extract;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod page;
 mod primitives;
 mod schemes;
@@ -274,12 +279,6 @@ pub(crate) enum TimeFormat {
     Rfc3339,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Window {
-    PastOnly,
-    Both,
-}
-
 /// Where a value lives in a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Location {
@@ -337,8 +336,11 @@ pub(crate) enum SignatureFormat {
 pub(crate) struct TimestampRule {
     pub(crate) from: Vec<Location>,
     pub(crate) format: TimeFormat,
+    /// The past bound (the endpoint may override it), and the future bound unless
+    /// `max_future_seconds` is smaller.
     pub(crate) tolerance_seconds: u64,
-    pub(crate) window: Window,
+    /// A smaller future bound the provider documents; it caps an endpoint's override too.
+    pub(crate) max_future_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

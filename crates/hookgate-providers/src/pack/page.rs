@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::docs::locations_text;
-use super::{Pack, ReplayDefence, Scheme, Window, builtin_packs};
+use super::{Pack, ReplayDefence, Scheme, builtin_packs};
 
 /// The page's general prose; `{summary}` and `{providers}` are replaced by the generated table
 /// and sections.
@@ -29,14 +29,11 @@ impl Pack {
     fn freshness_text(&self) -> String {
         match &self.timestamp {
             Some(t) => format!(
-                "timestamp from {} ({}), signed; default tolerance {} s, {}",
+                "timestamp from {} ({}), signed; default tolerance {} s in the past, {} s ahead",
                 locations_text(&t.from).unwrap_or_default(),
                 t.format.as_str(),
                 t.tolerance_seconds,
-                match t.window {
-                    Window::PastOnly => "past only (future timestamps are accepted)",
-                    Window::Both => "both directions",
-                }
+                t.max_future_seconds.unwrap_or(t.tolerance_seconds),
             ),
             None => {
                 "nothing time-based is signed; a replay is recognised by its event id".to_owned()
@@ -240,8 +237,8 @@ fn summary_table(packs: &[Pack]) -> String {
             Scheme::UrlParamsHmac => "`{url}` + sorted form parameters".to_owned(),
             Scheme::FieldsHmac => "selected fields".to_owned(),
         };
-        let tolerance = match (info.tolerance_seconds, info.tolerance_window) {
-            (Some(t), Some("past_only")) => format!("{t} s, past only"),
+        let tolerance = match (info.tolerance_seconds, info.max_future_seconds) {
+            (Some(t), Some(f)) if f != t => format!("{t} s past, {f} s ahead"),
             (Some(t), _) => format!("{t} s, both"),
             (None, _) => "—".to_owned(),
         };

@@ -201,9 +201,11 @@ pub struct TimestampSpec {
     pub from: Vec<String>,
     /// `unix_seconds`, `unix_millis` or `rfc3339`.
     pub format: String,
+    /// The past bound, and the future bound unless `max_future_seconds` is smaller.
     pub tolerance_seconds: u64,
-    /// `past_only` or `both`.
-    pub window: String,
+    /// A smaller future bound the provider documents (at most `tolerance_seconds`).
+    #[serde(default)]
+    pub max_future_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -10,7 +10,7 @@ use super::spec::{
 };
 use super::{
     AnswerRule, BatchRule, HandshakeAnswer, HandshakeRule, IdRule, Location, OptionFormat,
-    OptionRule, PackError, Part, SignatureFormat, TimeFormat, TimestampRule, Window,
+    OptionRule, PackError, Part, SignatureFormat, TimeFormat, TimestampRule,
 };
 
 pub(crate) fn keep(text: &str) -> &'static str {
@@ -264,6 +264,18 @@ pub(crate) fn timestamp_rule(
              signature:<key>, or one json:/pointer",
         ));
     }
+    let max_future_seconds = match spec.max_future_seconds {
+        Some(max) if max > spec.tolerance_seconds => {
+            return Err(paths.err(
+                "timestamp.max_future_seconds",
+                format!(
+                    "{max} exceeds tolerance_seconds ({}): the future bound is at most the tolerance",
+                    spec.tolerance_seconds
+                ),
+            ));
+        }
+        other => other,
+    };
     Ok(TimestampRule {
         from,
         format: pick(
@@ -278,13 +290,7 @@ pub(crate) fn timestamp_rule(
             ],
         )?,
         tolerance_seconds: spec.tolerance_seconds,
-        window: pick(
-            paths,
-            "timestamp.window",
-            "window",
-            &spec.window,
-            &[("past_only", Window::PastOnly), ("both", Window::Both)],
-        )?,
+        max_future_seconds,
     })
 }
 

@@ -93,7 +93,7 @@ fn list_json_is_only_an_array_of_every_pack_with_its_vector_count() {
     );
     let stripe = list.iter().find(|p| p["id"] == "stripe").unwrap();
     assert_eq!(stripe["tolerance_seconds"], 300);
-    assert_eq!(stripe["tolerance_window"], "past_only");
+    assert_eq!(stripe["max_future_seconds"], 300);
     let paypal = list.iter().find(|p| p["id"] == "paypal").unwrap();
     assert_eq!(paypal["options"][0]["name"], "webhook_id");
     assert_eq!(paypal["options"][0]["required"], true);
@@ -146,7 +146,7 @@ fn show_stripe_states_what_it_verifies() {
         "`{ts}.{body}`",
         "HMAC-SHA256, hex",
         "verbatim",
-        "default tolerance 300 s, past only",
+        "default tolerance 300 s in the past, 300 s ahead",
         "body /id; signed: yes; retries and redeliveries keep it: yes",
         "Evidence:",
         "https://docs.stripe.com/webhooks#verify-events",

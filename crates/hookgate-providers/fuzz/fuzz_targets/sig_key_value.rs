@@ -1,0 +1,14 @@
+//! `key=value` signature lists (Stripe, Paddle, Intercom): byte 0 picks the pack, the rest
+//! is the header value (a second line is a second occurrence).
+#![no_main]
+
+use hookgate_providers::pack::fuzzing;
+use hookgate_providers_fuzz::{KEY_VALUE, pick};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Some((pack, rest)) = pick(KEY_VALUE, data) {
+        let values: Vec<&[u8]> = rest.split(|&b| b == b'\n').collect();
+        let _ = fuzzing::signature_header(pack, &values);
+    }
+});
