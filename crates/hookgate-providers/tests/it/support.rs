@@ -41,7 +41,7 @@ pub fn shared_secret_text(pack: &Pack, bytes: &[u8]) -> String {
 }
 
 fn key_file(name: &str) -> String {
-    let path = format!("{}/tests/keys/{name}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/tests/it/keys/{name}", env!("CARGO_MANIFEST_DIR"));
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 

@@ -1,17 +1,15 @@
 //! Property tests over every built-in pack: what a pack signs, the same pack verifies —
 //! for random body text, random shared secrets and random rotation sets (the signer current,
 //! previous, or retired) — and changing any byte the signature covers is always refused.
-//! Public-key packs use fixed key sets (tests/keys). At most 64 cases per pack
+//! Public-key packs use fixed key sets (tests/it/keys). At most 64 cases per pack
 //! (`PROPTEST_CASES` may lower it, never raise it past the CI budget by accident).
 
-mod support;
-
+use crate::support::{Signer, body, header_map, receive, sign, signer};
 use hookgate_providers::Rejection;
 use hookgate_providers::pack::{self, Delivery, Pack, Scheme};
 use http::{HeaderMap, HeaderValue};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use support::{Signer, body, header_map, receive, sign, signer};
 
 const NOW: i64 = 1_767_225_600;
 
@@ -199,7 +197,7 @@ fn tamper_once(
                 .replacen(&quoted(text), &quoted(&other), 1)
                 .into_bytes()
         } else {
-            support::body(pack.id(), &other, NOW - 1)
+            crate::support::body(pack.id(), &other, NOW - 1)
         };
         prop_assert_ne!(&body, &signed.body);
         format!("signed text {text:?} -> {other:?}")

@@ -3,12 +3,10 @@
 //! departs from SDKs that accept any future timestamp (Stripe's) — and a signature header
 //! holds at most 16 items in every list format (Stripe's accepted 17).
 
-mod support;
-
+use crate::support::{Outcome, body, header_map, receive, sign, signer};
 use hookgate_providers::pack::{self, Delivery, Pack, PackSpec};
 use hookgate_providers::{BadRequestReason, Rejection};
 use http::{HeaderMap, HeaderName, HeaderValue};
-use support::{Outcome, body, header_map, receive, sign, signer};
 
 const T: i64 = 1_767_225_600;
 const TEN_YEARS: i64 = 10 * 365 * 86_400;
@@ -71,7 +69,7 @@ fn every_pack_refuses_timestamps_further_ahead_than_its_tolerance() {
 
 #[test]
 fn a_documented_smaller_future_bound_applies_and_caps_nothing_in_the_past() {
-    let linear = include_str!("../packs/linear.json").replacen(
+    let linear = include_str!("../../packs/linear.json").replacen(
         r#""tolerance_seconds": 60}"#,
         r#""tolerance_seconds": 60, "max_future_seconds": 10}"#,
         1,
