@@ -16,9 +16,9 @@ use zeroize::Zeroizing;
 use super::policies::{resolve_rate, resolve_retry};
 use super::raw::{self, RawConfig, RawEndpoint};
 use super::{
-    AdminConfig, Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind, LogConfig, LogFormat,
-    PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig, StoreConfig, StripeApiConfig,
-    TlsPaths, WorkerConfig, destinations, err, valid_id,
+    AdminConfig, Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind,
+    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig, StoreConfig,
+    StripeApiConfig, TlsPaths, WorkerConfig, destinations, err, valid_id,
 };
 use crate::secrets::{self, SecretSource};
 

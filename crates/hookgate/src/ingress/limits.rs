@@ -265,8 +265,16 @@ mod tests {
     fn unparseable_forwarded_entry_keys_the_proxy() {
         let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
         let proxy: IpAddr = "10.0.0.2".parse().unwrap();
-        for value in ["203.0.113.9:4711", "203.0.113.1, 198.51.100.7:80", "nonsense"] {
-            assert_eq!(client_address(proxy, &forwarded(value), &trusted), proxy, "{value}");
+        for value in [
+            "203.0.113.9:4711",
+            "203.0.113.1, 198.51.100.7:80",
+            "nonsense",
+        ] {
+            assert_eq!(
+                client_address(proxy, &forwarded(value), &trusted),
+                proxy,
+                "{value}"
+            );
         }
         // A trusted hop to the right is skipped; a bad entry to its left still fails closed.
         let h = forwarded("garbage, 10.9.9.9");
@@ -314,10 +322,22 @@ mod tests {
 
     #[test]
     fn public_and_private_proxy_ranges() {
-        for private in ["10.1.0.0/16", "192.168.1.1/32", "127.0.0.1/32", "fd00::/8", "::ffff:10.0.0.1/128"] {
+        for private in [
+            "10.1.0.0/16",
+            "192.168.1.1/32",
+            "127.0.0.1/32",
+            "fd00::/8",
+            "::ffff:10.0.0.1/128",
+        ] {
             assert!(is_non_public(&private.parse().unwrap()), "{private}");
         }
-        for public in ["203.0.113.0/24", "8.0.0.0/7", "10.0.0.0/7", "2001:db8::/32", "::/0"] {
+        for public in [
+            "203.0.113.0/24",
+            "8.0.0.0/7",
+            "10.0.0.0/7",
+            "2001:db8::/32",
+            "::/0",
+        ] {
             assert!(!is_non_public(&public.parse().unwrap()), "{public}");
         }
     }
@@ -340,7 +360,10 @@ mod tests {
     fn drain_budget_bounds_draining_bytes() {
         let budget = DrainBudget::new(100 * 1024);
         let first = budget.try_reserve(64 * 1024).expect("room for one");
-        assert!(budget.try_reserve(64 * 1024).is_none(), "beyond the budget: no drain");
+        assert!(
+            budget.try_reserve(64 * 1024).is_none(),
+            "beyond the budget: no drain"
+        );
         let small = budget.try_reserve(30 * 1024).expect("what is left");
         drop(first);
         assert!(budget.try_reserve(64 * 1024).is_some());

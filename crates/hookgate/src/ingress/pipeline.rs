@@ -139,14 +139,22 @@ where
     let body = {
         let _reader = match state.body_readers.try_enter(client) {
             Ok(slot) => slot,
-            Err(ReadersFull::Client) => return Answer::RateLimited { retry_after_secs: 1 },
+            Err(ReadersFull::Client) => {
+                return Answer::RateLimited {
+                    retry_after_secs: 1,
+                };
+            }
             Err(ReadersFull::Global) => {
                 return Answer::Overloaded {
                     retry_after_secs: RETRY_AFTER_OVERLOADED,
                 };
             }
         };
-        let read = read_bounded(body, cfg.max_body_bytes, Some(server.min_body_bytes_per_second));
+        let read = read_bounded(
+            body,
+            cfg.max_body_bytes,
+            Some(server.min_body_bytes_per_second),
+        );
         match tokio::time::timeout(server.request_timeout, read).await {
             Err(_) | Ok(Err(BodyError::TooSlow)) => return Answer::RequestTimeout,
             Ok(Err(BodyError::TooLarge)) => return Answer::PayloadTooLarge,
