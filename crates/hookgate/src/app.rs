@@ -181,14 +181,12 @@ impl Gateway {
 
         let admin = admin_listener.map(|listener| {
             let router = admin::router(state.clone(), telemetry::metrics_handle());
-            let mut rx = shutdown_rx.clone();
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, router)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.changed().await;
-                    })
-                    .await;
-            })
+            tokio::spawn(admin::serve(
+                listener,
+                router,
+                state.runtime.load().config.admin.clone(),
+                shutdown_rx.clone(),
+            ))
         });
         let ingress = webhook.map(|(listener, tls)| {
             spawn_client_limiter_pruning(&state);

@@ -94,6 +94,10 @@ pub struct AppState {
     /// Global cap on requests being handled (flood protection before verification).
     pub in_flight: Arc<Semaphore>,
     pub client_limiter: Option<ClientLimiter>,
+    /// Caps on bodies being read (before the processing permit is taken).
+    pub body_readers: crate::ingress::limits::BodyReaders,
+    /// Bytes shed requests may hold while their bodies are drained.
+    pub shed_drain: crate::ingress::limits::DrainBudget,
     /// Which background stages run (for `/readyz`).
     pub stages: Arc<StageHealth>,
 }
@@ -107,6 +111,13 @@ impl AppState {
             clock,
             in_flight: Arc::new(Semaphore::new(server.max_in_flight)),
             client_limiter: server.per_client_rate.map(ClientLimiter::new),
+            body_readers: crate::ingress::limits::BodyReaders::new(
+                server.max_body_readers,
+                server.per_client_body_readers,
+            ),
+            shed_drain: crate::ingress::limits::DrainBudget::new(
+                crate::ingress::limits::SHED_DRAIN_BUDGET_BYTES,
+            ),
             stages: Arc::new(StageHealth::default()),
         })
     }

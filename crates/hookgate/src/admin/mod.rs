@@ -12,6 +12,7 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 
+use crate::config::AdminConfig;
 use crate::state::AppState;
 use crate::telemetry;
 
@@ -27,6 +28,55 @@ pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(AdminState { app, metrics })
+}
+
+/// Serves `router` on `listener` until `shutdown` flips: every connection has
+/// `request_timeout` to send its request head, and past `max_connections` open ones the next
+/// waits in the kernel's accept queue — half-sent requests cannot exhaust the process's file
+/// descriptors (which the webhook listener needs too).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    config: AdminConfig,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.request_timeout)
+        .keep_alive(true);
+    let connections = Arc::new(tokio::sync::Semaphore::new(config.max_connections));
+    loop {
+        let slot = tokio::select! {
+            slot = connections.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = shutdown.changed() => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _slot = slot;
+            let _ = connection.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(crate::ingress::DRAIN_TIMEOUT, graceful.shutdown()).await;
 }
 
 async fn render_metrics(State(s): State<AdminState>) -> String {

@@ -70,6 +70,30 @@ pub struct ServerConfig {
     pub max_header_count: usize,
     pub max_header_bytes: usize,
     pub request_timeout: Duration,
+    /// Requests whose body is being read at once (before the processing permit is taken).
+    pub max_body_readers: usize,
+    /// Of those, from one client address (IPv6: its /64).
+    pub per_client_body_readers: usize,
+    /// A body arriving slower than this (checked after its first second) is cut off: 408.
+    pub min_body_bytes_per_second: u64,
+}
+
+/// `[admin]`: the admin listener's own bounds (defaults when there is no `[admin]`).
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    /// How long a client has to send a request head.
+    pub request_timeout: Duration,
+    /// Open admin connections; past it new ones wait in the kernel's accept queue.
+    pub max_connections: usize,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            request_timeout: Duration::from_secs(10),
+            max_connections: 64,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -248,6 +272,7 @@ pub struct Config {
     pub path: PathBuf,
     pub server: ServerConfig,
     pub admin_listen: Option<SocketAddr>,
+    pub admin: AdminConfig,
     pub store: StoreConfig,
     pub payload_keys: PayloadKeys,
     pub log: LogConfig,

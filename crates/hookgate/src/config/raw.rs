@@ -66,6 +66,12 @@ pub struct RawServer {
     pub max_header_count: Option<usize>,
     pub max_header_bytes: Option<usize>,
     pub request_timeout_ms: Option<u64>,
+    pub max_body_readers: Option<usize>,
+    pub per_client_body_readers: Option<usize>,
+    pub min_body_bytes_per_second: Option<usize>,
+    /// Allows `trusted_proxies` entries outside private, loopback and link-local ranges.
+    #[serde(default)]
+    pub trusted_proxies_allow_public: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,6 +85,11 @@ pub struct RawTls {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub listen: String,
+    pub request_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
+    /// Needed for a non-loopback `listen` until the operator API has tokens.
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -46,8 +46,18 @@ pub fn render_redacted(c: &Config) -> String {
         "request_timeout_ms = {}",
         s.request_timeout.as_millis()
     );
+    let _ = writeln!(
+        out,
+        "max_body_readers = {}\nper_client_body_readers = {}\nmin_body_bytes_per_second = {}",
+        s.max_body_readers, s.per_client_body_readers, s.min_body_bytes_per_second
+    );
     if let Some(a) = c.admin_listen {
-        let _ = writeln!(out, "\n[admin]\nlisten = \"{a}\"");
+        let _ = writeln!(
+            out,
+            "\n[admin]\nlisten = \"{a}\"\nrequest_timeout_ms = {}\nmax_connections = {}",
+            c.admin.request_timeout.as_millis(),
+            c.admin.max_connections
+        );
     }
     let st = &c.store;
     let _ = writeln!(out, "\n[store]\nurl = \"{}\"", redact_url(&st.url));

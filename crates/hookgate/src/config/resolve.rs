@@ -16,9 +16,9 @@ use zeroize::Zeroizing;
 use super::policies::{resolve_rate, resolve_retry};
 use super::raw::{self, RawConfig, RawEndpoint};
 use super::{
-    Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind, LogConfig, LogFormat,
-    PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig, StoreConfig, StripeApiConfig,
-    TlsPaths, WorkerConfig, destinations, err, valid_id,
+    AdminConfig, Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind,
+    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig, StoreConfig,
+    StripeApiConfig, TlsPaths, WorkerConfig, destinations, err, valid_id,
 };
 use crate::secrets::{self, SecretSource};
 
@@ -52,6 +52,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
                 })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    check_trusted_proxies(&trusted_proxies, raw.server.trusted_proxies_allow_public)?;
     if tls.is_none() && trusted_proxies.is_empty() && !listen.ip().is_loopback() {
         return Err(err(
             "server.listen",
@@ -80,16 +81,23 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
             10_000,
             "server.request_timeout_ms",
         )? as u64),
+        max_body_readers: positive(raw.server.max_body_readers, 1024, "server.max_body_readers")?,
+        per_client_body_readers: positive(
+            raw.server.per_client_body_readers,
+            64,
+            "server.per_client_body_readers",
+        )?,
+        min_body_bytes_per_second: positive(
+            raw.server.min_body_bytes_per_second,
+            1024,
+            "server.min_body_bytes_per_second",
+        )? as u64,
     };
 
-    let admin_listen = raw
-        .admin
-        .map(|a| {
-            a.listen
-                .parse()
-                .map_err(|_| err("admin.listen", "must be IP:PORT"))
-        })
-        .transpose()?;
+    let (admin_listen, admin) = match raw.admin {
+        None => (None, AdminConfig::default()),
+        Some(a) => resolve_admin(a, &mut warnings)?,
+    };
 
     let store_url = raw.store.url.trim().to_owned();
     if !(store_url.starts_with("sqlite://")
@@ -170,6 +178,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         path: path.to_owned(),
         server,
         admin_listen,
+        admin,
         store,
         payload_keys,
         log,
@@ -323,6 +332,66 @@ fn option_text(value: toml::Value) -> String {
         toml::Value::String(s) => s,
         other => serde_json::to_string(&other).unwrap_or_default(),
     }
+}
+
+/// `/0` trusts every address (any client could then claim any address and scheme), so it is
+/// refused outright; a public range only with `trusted_proxies_allow_public`.
+fn check_trusted_proxies(proxies: &[IpNet], allow_public: bool) -> Result<(), ConfigError> {
+    for (i, net) in proxies.iter().enumerate() {
+        let key = format!("server.trusted_proxies[{i}]");
+        if net.prefix_len() == 0 {
+            return Err(err(
+                key,
+                format!("{net} trusts every address: list the proxies' own addresses"),
+            ));
+        }
+        if !allow_public && !crate::ingress::limits::is_non_public(net) {
+            return Err(err(
+                key,
+                format!(
+                    "{net} is (or includes) a public range; set \
+                     server.trusted_proxies_allow_public = true if the proxy really is there"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[admin]`: a non-loopback bind serves `/metrics` and the probes to the network without
+/// authentication, so it has to be asked for.
+fn resolve_admin(
+    a: raw::RawAdmin,
+    warnings: &mut Vec<String>,
+) -> Result<(Option<SocketAddr>, AdminConfig), ConfigError> {
+    let listen: SocketAddr = a
+        .listen
+        .parse()
+        .map_err(|_| err("admin.listen", "must be IP:PORT"))?;
+    if !listen.ip().is_loopback() {
+        if !a.allow_unauthenticated {
+            return Err(err(
+                "admin.listen",
+                format!(
+                    "{listen} is not a loopback address and the admin listener has no \
+                     authentication yet: set admin.allow_unauthenticated = true to serve it there"
+                ),
+            ));
+        }
+        warnings.push(format!(
+            "admin.listen {listen} is not loopback: /metrics and the health probes are served \
+             without authentication (admin.allow_unauthenticated = true)"
+        ));
+    }
+    let admin = AdminConfig {
+        request_timeout: Duration::from_millis(positive(
+            a.request_timeout_ms.map(|v| v as usize),
+            10_000,
+            "admin.request_timeout_ms",
+        )? as u64),
+        max_connections: positive(a.max_connections, 64, "admin.max_connections")?,
+    };
+    Ok((Some(listen), admin))
 }
 
 fn positive(value: Option<usize>, default: usize, key: &str) -> Result<usize, ConfigError> {

@@ -544,7 +544,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
                 "listen = \"127.0.0.1:8080\"\n",
                 "listen = \"127.0.0.1:8080\"\nport = 1\n",
             ),
-            "config error at `line 3`: unknown field `port`, expected one of `listen`, `tls`, `trusted_proxies`, `max_in_flight`, `max_connections`, `per_client_rate`, `max_header_count`, `max_header_bytes`, `request_timeout_ms`",
+            "config error at `line 3`: unknown field `port`, expected one of `listen`, `tls`, `trusted_proxies`, `max_in_flight`, `max_connections`, `per_client_rate`, `max_header_count`, `max_header_bytes`, `request_timeout_ms`, `max_body_readers`, `per_client_body_readers`, `min_body_bytes_per_second`, `trusted_proxies_allow_public`",
         ),
         (
             base_with("127.0.0.1:8080", "localhost:8080"),
@@ -560,6 +560,42 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
                 "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"10.0.0.1\", \"proxy\"]\n",
             ),
             "config error at `server.trusted_proxies[1]`: must be an IP or CIDR",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"10.0.0.1\", \"0.0.0.0/0\"]\n",
+            ),
+            "config error at `server.trusted_proxies[1]`: 0.0.0.0/0 trusts every address: list the proxies' own addresses",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"::/0\"]\ntrusted_proxies_allow_public = true\n",
+            ),
+            "config error at `server.trusted_proxies[0]`: ::/0 trusts every address: list the proxies' own addresses",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"10.0.0.0/8\", \"203.0.113.0/24\"]\n",
+            ),
+            "config error at `server.trusted_proxies[1]`: 203.0.113.0/24 is (or includes) a public range; set server.trusted_proxies_allow_public = true if the proxy really is there",
+        ),
+        (
+            base_with(
+                "listen = \"127.0.0.1:8080\"\n",
+                "listen = \"127.0.0.1:8080\"\nmax_body_readers = 0\n",
+            ),
+            "config error at `server.max_body_readers`: must be greater than 0",
+        ),
+        (
+            plus("[admin]\nlisten = \"0.0.0.0:9090\"\n"),
+            "config error at `admin.listen`: 0.0.0.0:9090 is not a loopback address and the admin listener has no authentication yet: set admin.allow_unauthenticated = true to serve it there",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\nmax_connections = 0\n"),
+            "config error at `admin.max_connections`: must be greater than 0",
         ),
         (
             base_with(
@@ -638,7 +674,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[admin]\nlisten = \"127.0.0.1:9090\"\npath = \"/\"\n"),
-            "config error at `line 13`: unknown field `path`, expected `listen`",
+            "config error at `line 13`: unknown field `path`, expected one of `listen`, `request_timeout_ms`, `max_connections`, `allow_unauthenticated`",
         ),
         // [store]
         (
@@ -1224,6 +1260,43 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
 }
 
 #[test]
+fn public_proxies_and_open_admin_binds_need_their_keys() {
+    let c = load(&base_with(
+        "listen = \"127.0.0.1:8080\"\n",
+        "listen = \"127.0.0.1:8080\"\ntrusted_proxies = [\"203.0.113.0/24\"]\n\
+         trusted_proxies_allow_public = true\n",
+    ))
+    .unwrap();
+    assert_eq!(c.server.trusted_proxies[0].to_string(), "203.0.113.0/24");
+    let c = load(&plus(
+        "[admin]\nlisten = \"0.0.0.0:9090\"\nallow_unauthenticated = true\n\
+         request_timeout_ms = 250\nmax_connections = 3\n",
+    ))
+    .unwrap();
+    assert_eq!(c.admin_listen.unwrap().to_string(), "0.0.0.0:9090");
+    assert_eq!(c.admin.request_timeout.as_millis(), 250);
+    assert_eq!(c.admin.max_connections, 3);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("admin.allow_unauthenticated")),
+        "{:?}",
+        c.warnings
+    );
+    let c = load(&base()).unwrap();
+    assert_eq!(
+        (
+            c.server.max_body_readers,
+            c.server.per_client_body_readers,
+            c.server.min_body_bytes_per_second
+        ),
+        (1024, 64, 1024)
+    );
+    assert_eq!(c.admin.request_timeout.as_millis(), 10_000);
+    assert_eq!(c.admin.max_connections, 64);
+}
+
+#[test]
 fn config_invalid_files_name_the_key() {
     let mut wrong = Vec::new();
     for (text, expected) in invalid_cases() {
@@ -1291,9 +1364,14 @@ per_client_rate = { per_second = 5, burst = 6 }
 max_header_count = 64
 max_header_bytes = 16384
 request_timeout_ms = 10000
+max_body_readers = 1024
+per_client_body_readers = 64
+min_body_bytes_per_second = 1024
 
 [admin]
 listen = "127.0.0.1:9090"
+request_timeout_ms = 10000
+max_connections = 64
 
 [store]
 url = "postgres://hook:<redacted>@db:5432/hooks"

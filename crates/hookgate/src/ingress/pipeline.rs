@@ -19,7 +19,7 @@ use http::{HeaderMap, Request};
 use http_body_util::BodyExt;
 
 use super::commit::{self, RETRY_AFTER_OVERLOADED};
-use super::limits::{client_address, is_trusted};
+use super::limits::{ReadersFull, client_address, client_key, is_trusted};
 use super::response::{Answer, HttpResponse};
 use crate::state::{AppState, EndpointRuntime};
 use crate::telemetry;
@@ -76,31 +76,29 @@ where
         return Answer::MethodNotAllowed;
     }
     if !conn.tls && !server.trusted_proxies.is_empty() {
-        let from_proxy = is_trusted(conn.peer.ip(), &server.trusted_proxies);
-        let forwarded_https = request
-            .headers()
-            .get("x-forwarded-proto")
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"));
-        if !(from_proxy && forwarded_https) {
+        if !is_trusted(conn.peer.ip(), &server.trusted_proxies) {
             return Answer::HttpsRequired;
         }
-    }
-    // Bounded work in progress keeps latency bounded when the CPU is saturated: beyond
-    // `max_in_flight`, answer at once (nothing verified, nothing written) instead of slowing
-    // every request down.
-    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
-        return shed(request, cfg.max_body_bytes, server.request_timeout).await;
-    };
-    if let Some(limiter) = &state.client_limiter {
-        let client = client_address(conn.peer.ip(), request.headers(), &server.trusted_proxies);
-        if let Err(retry_after_secs) = limiter.check(client) {
-            return Answer::RateLimited { retry_after_secs };
+        match forwarded_proto(request.headers()) {
+            ForwardedProto::Https => {}
+            ForwardedProto::Ambiguous => return Answer::BadRequest("ambiguous_forwarded_proto"),
+            ForwardedProto::Absent | ForwardedProto::Other => return Answer::HttpsRequired,
         }
+    }
+    let client = client_key(client_address(
+        conn.peer.ip(),
+        request.headers(),
+        &server.trusted_proxies,
+    ));
+    if let Some(limiter) = &state.client_limiter
+        && let Err(retry_after_secs) = limiter.check(client)
+    {
+        return Answer::RateLimited { retry_after_secs };
     }
     // Shed before reading and verifying the body while the commit queue already holds
     // `store.max_queue_wait_ms` of work: the CPU goes to requests that can be committed.
     if !state.store.admits() {
-        return shed(request, cfg.max_body_bytes, server.request_timeout).await;
+        return shed(state, request, cfg.max_body_bytes, server.request_timeout).await;
     }
 
     let pack = cfg.pack;
@@ -135,17 +133,42 @@ where
         Ok(_) => {}
     }
 
-    // 3. Bounded read: a lying or missing Content-Length cannot make us read more.
-    let body = match tokio::time::timeout(
-        server.request_timeout,
-        read_bounded(body, cfg.max_body_bytes),
-    )
-    .await
-    {
-        Err(_) => return Answer::RequestTimeout,
-        Ok(Err(BodyError::TooLarge)) => return Answer::PayloadTooLarge,
-        Ok(Err(BodyError::Transport)) => return Answer::BadRequest("body_read_failed"),
-        Ok(Ok(bytes)) => bytes,
+    // 3. Bounded read under the body readers' caps (not the processing permit: a slow or
+    // forged upload must not hold what verified traffic needs), at a minimum data rate. A
+    // lying or missing Content-Length cannot make us read more.
+    let body = {
+        let _reader = match state.body_readers.try_enter(client) {
+            Ok(slot) => slot,
+            Err(ReadersFull::Client) => {
+                return Answer::RateLimited {
+                    retry_after_secs: 1,
+                };
+            }
+            Err(ReadersFull::Global) => {
+                return Answer::Overloaded {
+                    retry_after_secs: RETRY_AFTER_OVERLOADED,
+                };
+            }
+        };
+        let read = read_bounded(
+            body,
+            cfg.max_body_bytes,
+            Some(server.min_body_bytes_per_second),
+        );
+        match tokio::time::timeout(server.request_timeout, read).await {
+            Err(_) | Ok(Err(BodyError::TooSlow)) => return Answer::RequestTimeout,
+            Ok(Err(BodyError::TooLarge)) => return Answer::PayloadTooLarge,
+            Ok(Err(BodyError::Transport)) => return Answer::BadRequest("body_read_failed"),
+            Ok(Ok(bytes)) => bytes,
+        }
+    };
+    // Bounded work in progress keeps latency bounded when the CPU is saturated: beyond
+    // `max_in_flight`, answer at once (nothing verified, nothing written) instead of slowing
+    // every request down. The body is already read, so the connection stays usable.
+    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
+        return Answer::Overloaded {
+            retry_after_secs: RETRY_AFTER_OVERLOADED,
+        };
     };
 
     // 5–6. Verify against every trusted secret version; fail closed when none is left.
@@ -233,7 +256,14 @@ const SHED_DRAIN_LIMIT: u64 = 64 * 1024;
 /// (handshakes, an overflowing accept queue, SYN retries of a second). A larger, undeclared
 /// or slow body (or one over the endpoint's `max_body_bytes`) is not waited for; the
 /// connection closes as before.
-async fn shed<B>(request: Request<B>, max_body_bytes: usize, timeout: std::time::Duration) -> Answer
+/// The drains together hold at most [`super::limits::SHED_DRAIN_BUDGET_BYTES`]; past it a
+/// shed body is not drained.
+async fn shed<B>(
+    state: &AppState,
+    request: Request<B>,
+    max_body_bytes: usize,
+    timeout: std::time::Duration,
+) -> Answer
 where
     B: http_body::Body<Data = Bytes>,
 {
@@ -241,8 +271,10 @@ where
         && len <= SHED_DRAIN_LIMIT.min(max_body_bytes as u64)
     {
         let limit = usize::try_from(len).unwrap_or(0);
-        let drain = read_bounded(request.into_body(), limit);
-        let _ = tokio::time::timeout(timeout.min(SHED_DRAIN_TIMEOUT), drain).await;
+        if let Some(_reserved) = state.shed_drain.try_reserve(limit) {
+            let drain = read_bounded(request.into_body(), limit, None);
+            let _ = tokio::time::timeout(timeout.min(SHED_DRAIN_TIMEOUT), drain).await;
+        }
     }
     Answer::Overloaded {
         retry_after_secs: RETRY_AFTER_OVERLOADED,
@@ -287,19 +319,68 @@ fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, &'static str> {
         .ok_or("malformed_content_length")
 }
 
+/// What `X-Forwarded-Proto` says, over every header line and comma-separated value: exactly
+/// one value is accepted, since a proxy that appends would otherwise let the client's own
+/// value through.
+enum ForwardedProto {
+    Absent,
+    Https,
+    Other,
+    Ambiguous,
+}
+
+fn forwarded_proto(headers: &HeaderMap) -> ForwardedProto {
+    let mut values = headers
+        .get_all("x-forwarded-proto")
+        .iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|v| !v.is_empty());
+    match (values.next(), values.next()) {
+        (None, _) => ForwardedProto::Absent,
+        (Some(_), Some(_)) => ForwardedProto::Ambiguous,
+        (Some(v), None) if v.eq_ignore_ascii_case(b"https") => ForwardedProto::Https,
+        (Some(_), None) => ForwardedProto::Other,
+    }
+}
+
 enum BodyError {
     TooLarge,
+    /// Below the minimum data rate after the first second.
+    TooSlow,
     Transport,
 }
 
-/// Reads at most `limit` bytes, aborting as soon as the stream goes past it.
-async fn read_bounded<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
+/// The grace before the minimum data rate applies.
+const MIN_RATE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads at most `limit` bytes, aborting as soon as the stream goes past it, or — with
+/// `min_bytes_per_second` — as soon as, after the first second, fewer bytes have arrived
+/// than that rate gives for the time spent.
+async fn read_bounded<B>(
+    body: B,
+    limit: usize,
+    min_bytes_per_second: Option<u64>,
+) -> Result<Bytes, BodyError>
 where
     B: http_body::Body<Data = Bytes>,
 {
+    let started = tokio::time::Instant::now();
     let mut body = std::pin::pin!(body);
     let mut buf = BytesMut::new();
-    while let Some(frame) = body.frame().await {
+    loop {
+        let next = match min_bytes_per_second {
+            None => body.frame().await,
+            Some(rate) => {
+                // The next frame must come while what has arrived still meets the rate.
+                let earned = std::time::Duration::from_secs_f64(buf.len() as f64 / rate as f64);
+                let due = started + earned.max(MIN_RATE_GRACE);
+                tokio::time::timeout_at(due, body.frame())
+                    .await
+                    .map_err(|_| BodyError::TooSlow)?
+            }
+        };
+        let Some(frame) = next else { break };
         let frame = frame.map_err(|_| BodyError::Transport)?;
         if let Ok(data) = frame.into_data() {
             if buf.len() + data.len() > limit {

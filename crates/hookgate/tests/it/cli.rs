@@ -66,6 +66,16 @@ fn config_check_redacts_and_names_bad_keys() {
             "server.listen",
         ),
         (
+            "listen = \"127.0.0.1:",
+            "trusted_proxies = [\"10.0.0.0/8\", \"0.0.0.0/0\"]\nlisten = \"127.0.0.1:",
+            "server.trusted_proxies[1]",
+        ),
+        (
+            "listen = \"127.0.0.1:",
+            "trusted_proxies = [\"198.51.100.0/24\"]\nlisten = \"127.0.0.1:",
+            "server.trusted_proxies_allow_public",
+        ),
+        (
             "key = \"aG9va2dhdGUtZGV2LXBheWxvYWQta2V5LTMyYnl0ZXM=\"",
             "key = \"c2hvcnQ=\"",
             "payload_encryption.keys[0].key",

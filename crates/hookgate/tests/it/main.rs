@@ -8,6 +8,7 @@ mod bench;
 mod cli;
 mod crash;
 mod delivery;
+mod hostile;
 mod outbound;
 mod pipeline;
 mod postgres;

@@ -441,24 +441,29 @@ async fn flood_protection_per_client_before_verification() {
     g.stop().await;
 }
 
-/// Holds the only slot of a `max_in_flight = 1` gateway: a request whose head and half its
-/// body are sent, the rest never; returns once the gateway handles it (its permit is taken).
-/// A send on the returned channel closes that connection and frees the slot; join the handle
-/// to wait for it.
+/// Holds the only slot of a `max_in_flight = 1` gateway: a signed request, sent whole, that
+/// waits for its commit behind another connection holding SQLite's write lock (the processing
+/// permit is taken once the body is read, and held until the answer); returns once the
+/// gateway holds its permit. A send on the returned channel ends the stall and closes that
+/// connection (the held request then finishes and frees the slot); join the handle to wait
+/// for it.
 async fn hold_the_only_slot(
     g: &TestGateway,
 ) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>) {
     let addr = g.addr;
+    let blocker = rusqlite::Connection::open(g.db()).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
     let body = sw_body("invoice.paid");
     let headers = signed_headers("standard_webhooks", SW_SECRET, "msg_slow", NOW, &body);
-    let mut head = build_request("POST", "/webhooks/sw", &headers, &body);
-    head.truncate(head.len() - body.len() / 2);
+    let request = build_request("POST", "/webhooks/sw", &headers, &body);
     let (release, released) = std::sync::mpsc::channel::<()>();
     let holder = std::thread::spawn(move || {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect(addr).unwrap();
-        s.write_all(&head).unwrap();
+        s.write_all(&request).unwrap();
         let _ = released.recv();
+        blocker.execute_batch("COMMIT").unwrap();
+        drop(blocker);
         drop(s);
     });
     g.wait_in_flight(1, 1).await;
@@ -506,7 +511,7 @@ fn read_one_response(s: &mut std::net::TcpStream) -> RawResponse {
 }
 
 /// A request shed with 503 keeps its connection: its body (here larger than hyper's first
-/// read) is read and dropped instead of making hyper close the socket, so the client's next
+/// read) is read before the processing permit is asked for, instead of making hyper close the socket, so the client's next
 /// request goes out on the same connection rather than paying a new handshake.
 #[tokio::test]
 async fn shed_request_keeps_its_connection() {
@@ -522,10 +527,11 @@ async fn shed_request_keeps_its_connection() {
             .into_bytes()
     };
     let big = vec![b'x'; 40_000];
+    let big_headers = signed_headers("standard_webhooks", SW_SECRET, "msg_big", NOW, &big);
     let shed = keep_alive(build_request(
         "POST",
-        "/webhooks/stripe",
-        &[("Content-Type".into(), "application/json".into())],
+        "/webhooks/budget",
+        &big_headers,
         &big,
     ));
     let after_body = sw_body("invoice.paid");

@@ -62,6 +62,7 @@ pub(crate) struct GatewayBuilder {
     destinations: Vec<String>,
     endpoints: Vec<String>,
     log_level: String,
+    admin: Vec<String>,
 }
 
 impl Default for GatewayBuilder {
@@ -82,6 +83,7 @@ impl Default for GatewayBuilder {
             destinations: Vec::new(),
             endpoints: Vec::new(),
             log_level: "info".into(),
+            admin: Vec::new(),
         }
     }
 }
@@ -122,6 +124,12 @@ impl GatewayBuilder {
     /// Extra `[server]` lines.
     pub(crate) fn server(mut self, lines: &str) -> Self {
         self.server.push(lines.to_owned());
+        self
+    }
+
+    /// Extra `[admin]` lines (its `listen` stays `127.0.0.1:0`).
+    pub(crate) fn admin_settings(mut self, lines: &str) -> Self {
+        self.admin.push(lines.to_owned());
         self
     }
 
@@ -192,7 +200,7 @@ impl GatewayBuilder {
         relay.push_str(&lines(&self.relay_settings));
         format!(
             "[server]\nlisten = {}\n{}\n\
-             [admin]\nlisten = \"127.0.0.1:0\"\n\
+             [admin]\nlisten = \"127.0.0.1:0\"\n{}\n\
              [store]\nurl = {}\n{}\n\
              [payload_encryption]\nactive = 1\nkeys = [{{ version = 1, key = \"{PAYLOAD_KEY}\" }}]\n\
              [log]\nformat = \"json\"\nlevel = {}\n\
@@ -201,6 +209,7 @@ impl GatewayBuilder {
              {}\n{}\n{}\n",
             q(&self.listen),
             lines(&self.server),
+            lines(&self.admin),
             q(store_url),
             lines(&self.store),
             q(&self.log_level),
