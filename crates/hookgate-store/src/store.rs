@@ -84,44 +84,6 @@ pub trait ProcessingStore: Send + Sync {
     /// back out of TOAST.
     async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError>;
 
-    /// [`ProcessingStore::lease`] with the payloads.
-    async fn lease_due(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease(LeaseRequest {
-            owner,
-            now_ms,
-            lease_ms,
-            limit,
-            with_payload: true,
-            endpoints: None,
-        })
-        .await
-    }
-
-    /// [`ProcessingStore::lease`] without the payloads (`payload` is `None` in every record).
-    async fn lease_due_without_payload(
-        &self,
-        owner: &str,
-        now_ms: i64,
-        lease_ms: i64,
-        limit: u32,
-    ) -> Result<Vec<InboxRecord>, StoreError> {
-        self.lease(LeaseRequest {
-            owner,
-            now_ms,
-            lease_ms,
-            limit,
-            with_payload: false,
-            endpoints: None,
-        })
-        .await
-    }
-
     /// Commits the outcomes of rows leased together; one result per row, in order. Each row
     /// is committed in ONE transaction with its effects, fenced on its lease
     /// (`lease_owner = owner AND lease_until > now_ms`, else [`ProcessingError::LeaseLost`]

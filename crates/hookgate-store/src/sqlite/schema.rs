@@ -194,7 +194,17 @@ mod tests {
 
         // The migrated rows work: the waiting one is leased with its payload, the delivery
         // lease carries its event's.
-        let leased = store.lease_due("w", 5_000, 1_000, 10).await.unwrap();
+        let leased = store
+            .lease(crate::LeaseRequest {
+                owner: "w",
+                now_ms: 5_000,
+                lease_ms: 1_000,
+                limit: 10,
+                with_payload: true,
+                endpoints: None,
+            })
+            .await
+            .unwrap();
         assert_eq!(leased.len(), 1);
         assert_eq!(leased[0].inbox_id, "received");
         assert!(leased[0].payload.as_deref() == Some(big.as_slice()));

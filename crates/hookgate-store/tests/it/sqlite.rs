@@ -10,7 +10,7 @@ use crate::conformance::{StoreTestExt, accept_all, row};
 use hookgate_core::{InboxStatus, Outcome};
 use hookgate_store::{
     Acceptance, GroupCommitOptions, InboxStore, InspectStore, OutboxStore, ProcessingResult,
-    ProcessingStore, SqliteStore, Store, StoreError,
+    SqliteStore, Store, StoreError,
 };
 use tempfile::TempDir;
 

@@ -8,7 +8,7 @@ use hookgate_store::{Acceptance, NewInboxRow, ReplayDigest, Store, StoreError};
 use tokio::sync::Barrier;
 use tokio::task::JoinSet;
 
-use super::{new_inbox_id, now_ms, row};
+use super::{StoreTestExt, new_inbox_id, now_ms, row};
 
 /// The idempotency window the replay checks use.
 const WINDOW_MS: i64 = 60_000;

@@ -23,7 +23,8 @@ use std::future::Future;
 
 use hookgate_core::{InboxStatus, Outcome};
 use hookgate_store::{
-    Acceptance, EventFilter, NewInboxRow, ProcessingError, ProcessingResult, Store, StoreError,
+    Acceptance, EventFilter, InboxRecord, LeaseRequest, NewInboxRow, ProcessingError,
+    ProcessingResult, Store, StoreError,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -44,6 +45,24 @@ pub trait StoreTestExt {
         result: ProcessingResult,
     ) -> impl Future<Output = Result<Outcome, ProcessingError>> + Send;
 
+    /// Leases due rows of every endpoint with their payloads.
+    fn lease_due(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<InboxRecord>, StoreError>> + Send;
+
+    /// [`StoreTestExt::lease_due`] without the payloads (`payload` is `None` in every record).
+    fn lease_due_without_payload(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<InboxRecord>, StoreError>> + Send;
+
     /// The destinations with an outbox row for `inbox_id`, sorted.
     fn outbox_destinations(
         &self,
@@ -52,6 +71,42 @@ pub trait StoreTestExt {
 }
 
 impl<S: Store + ?Sized> StoreTestExt for S {
+    async fn lease_due(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease(LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: true,
+            endpoints: None,
+        })
+        .await
+    }
+
+    async fn lease_due_without_payload(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<InboxRecord>, StoreError> {
+        self.lease(LeaseRequest {
+            owner,
+            now_ms,
+            lease_ms,
+            limit,
+            with_payload: false,
+            endpoints: None,
+        })
+        .await
+    }
+
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
         let mut outcomes = self.complete_all(vec![result]).await;
         assert_eq!(outcomes.len(), 1, "one outcome per result");
