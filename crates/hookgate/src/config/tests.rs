@@ -525,7 +525,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `secrets`, `vault`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
@@ -1448,8 +1448,8 @@ allowed_event_types = ["payment_intent.*"]
 rate_limit = { per_second = 3, burst = 3 }
 retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
 handlers = ["payments_projection"]
-# secret version "v2" from <literal, redacted> (redacted)
-# secret version "v1" from <literal, redacted> (redacted), retired = true, not_after = "2026-12-07T00:00:00Z"
+# secret version "v2" from <literal, redacted> (redacted), refresh_seconds = 60, max_age_seconds = 3600
+# secret version "v1" from <literal, redacted> (redacted), retired = true, refresh_seconds = 60, max_age_seconds = 3600, not_after = "2026-12-07T00:00:00Z"
 
 [[endpoints]]
 id = "sw"
@@ -1462,7 +1462,7 @@ handlers = []
 destinations = ["svc", "bus"]
 object_id_pointer = "/data/id"
 object_version_pointer = "/data/v"
-# secret version "v1" from <literal, redacted> (redacted)
+# secret version "v1" from <literal, redacted> (redacted), refresh_seconds = 60, max_age_seconds = 3600
 
 [relay]
 enabled = true
@@ -1491,6 +1491,9 @@ duplicate_window_seconds = 86400
 timeout_ms = 10000
 concurrency = 8
 retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
+
+[secrets]
+exec_timeout_ms = 5000
 "#;
     assert_eq!(render_redacted(&c), expected);
 }

@@ -196,10 +196,10 @@ async fn removed_or_unreadable_file_serves_cached_value_until_max_age_then_503()
         refused.headers
     );
     assert!(secret_problem(admin, "sw"), "{:?}", problems(admin));
-    assert_eq!(
-        metric(admin, "hookgate_endpoint_secret_usable{endpoint=\"sw\"}"),
-        Some(0.0)
-    );
+    // The gauge is set by the refresher's next pass (each second).
+    wait_until_blocking("the usable gauge to drop", REFRESH_DEADLINE, || {
+        metric(admin, "hookgate_endpoint_secret_usable{endpoint=\"sw\"}") == Some(0.0)
+    });
     assert!(
         metric(
             admin,
@@ -272,10 +272,9 @@ async fn gateway_starts_with_a_group_readable_secret_refused_and_serves_once_fix
         post(addr, "sw", &secret, &format!("evt_fixed_{n}")).status == 200
     });
     assert!(!secret_problem(admin, "sw"));
-    assert_eq!(
-        metric(admin, "hookgate_endpoint_secret_usable{endpoint=\"sw\"}"),
-        Some(1.0)
-    );
+    wait_until_blocking("the usable gauge to rise", REFRESH_DEADLINE, || {
+        metric(admin, "hookgate_endpoint_secret_usable{endpoint=\"sw\"}") == Some(1.0)
+    });
     p.terminate();
 }
 
