@@ -512,7 +512,7 @@ pub async fn ignored_status_stored(store: Arc<dyn Store>) {
 }
 
 /// Every field written at acceptance reads back unchanged; fresh processing state is empty;
-/// listing filters by status and endpoint, newest first, with a limit.
+/// listing filters by status, endpoint and matched secret version, newest first, with a limit.
 pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
     let full = NewInboxRow {
         inbox_id: new_inbox_id(),

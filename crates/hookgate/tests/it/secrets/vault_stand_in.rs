@@ -17,10 +17,13 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
+/// One KV v2 secret: its current version number and fields.
+type KvSecret = (u64, serde_json::Map<String, Value>);
+
 #[derive(Default)]
 struct Kv {
-    /// `mount/path` → (version, fields).
-    secrets: Mutex<HashMap<String, (u64, serde_json::Map<String, Value>)>>,
+    /// `mount/path` → its current version.
+    secrets: Mutex<HashMap<String, KvSecret>>,
     sealed: AtomicBool,
     reads: AtomicU64,
     token: String,
