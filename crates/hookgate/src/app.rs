@@ -191,16 +191,21 @@ impl Gateway {
         let allow_examples = config.allows_example_values(roles.ingress, parts.dev);
         // Secrets are read before the first request; a source that is down leaves its
         // endpoint answering 503 (and listed by /readyz) until the refresher reads it.
+        // A worker verifies no webhook: it needs no endpoint secret.
         let runtime = Runtime::replacing(Arc::new(config), None, allow_examples);
-        refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
-        let state = AppState::new(runtime, store, parts.clock);
-        telemetry::secrets_observed(&state.runtime.load(), state.clock.now_secs());
+        if roles.ingress {
+            refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
+        }
+        let state = AppState::new(runtime, store, parts.clock, roles.ingress);
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (mut refresher, refresher_stop) = StoppableTasks::new();
-        refresher.push(tokio::spawn(refresh_secrets(
-            Arc::downgrade(&state),
-            refresher_stop,
-        )));
+        if roles.ingress {
+            telemetry::secrets_observed(&state.runtime.load(), state.clock.now_secs());
+            refresher.push(tokio::spawn(refresh_secrets(
+                Arc::downgrade(&state),
+                refresher_stop,
+            )));
+        }
 
         let admin = admin_listener.map(|listener| {
             let router = admin::router(state.clone(), telemetry::metrics_handle());
@@ -283,9 +288,13 @@ impl Gateway {
         }
         let allow_examples = config.allows_example_values(self.webhook_role, self.dev);
         let runtime = Runtime::replacing(Arc::new(config), Some(&current), allow_examples);
-        refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
+        if self.webhook_role {
+            refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
+        }
         self.state.runtime.store(Arc::new(runtime));
-        telemetry::secrets_observed(&self.state.runtime.load(), self.state.clock.now_secs());
+        if self.webhook_role {
+            telemetry::secrets_observed(&self.state.runtime.load(), self.state.clock.now_secs());
+        }
         Ok(())
     }
 

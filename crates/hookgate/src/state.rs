@@ -173,10 +173,18 @@ pub struct AppState {
     pub stages: Arc<StageHealth>,
     /// Why the last reload failed, until one succeeds (for `/readyz`).
     pub reload_failure: ArcSwapOption<String>,
+    /// Whether this process verifies webhooks (the ingress role): only then are endpoint
+    /// secrets read, refreshed and reported.
+    pub verifies_webhooks: bool,
 }
 
 impl AppState {
-    pub fn new(runtime: Runtime, store: SharedStore, clock: Arc<dyn Clock>) -> Arc<Self> {
+    pub fn new(
+        runtime: Runtime,
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        verifies_webhooks: bool,
+    ) -> Arc<Self> {
         let server = runtime.config.server.clone();
         Arc::new(Self {
             runtime: ArcSwap::from_pointee(runtime),
@@ -193,6 +201,7 @@ impl AppState {
             ),
             stages: Arc::new(StageHealth::default()),
             reload_failure: ArcSwapOption::empty(),
+            verifies_webhooks,
         })
     }
 }

@@ -146,13 +146,15 @@ async fn ready(State(s): State<AdminState>) -> (StatusCode, Json<Readiness>) {
             .into_iter()
             .map(|stage| Problem::StageDown { stage }),
     );
-    let runtime = s.app.runtime.load();
-    problems.extend(
-        runtime
-            .endpoints_without_usable_secret(s.app.clock.now_secs())
-            .into_iter()
-            .map(|endpoint| Problem::NoUsableSecret { endpoint }),
-    );
+    if s.app.verifies_webhooks {
+        let runtime = s.app.runtime.load();
+        problems.extend(
+            runtime
+                .endpoints_without_usable_secret(s.app.clock.now_secs())
+                .into_iter()
+                .map(|endpoint| Problem::NoUsableSecret { endpoint }),
+        );
+    }
     if let Some(reason) = s.app.reload_failure.load_full() {
         problems.push(Problem::ConfigReloadFailed {
             reason: reason.as_str().to_owned(),

@@ -60,16 +60,6 @@ pub enum SecretSource {
     Literal,
 }
 
-impl SecretSource {
-    /// Sources that `[resolve]` can read without the running gateway's readers.
-    pub fn is_one_shot(&self) -> bool {
-        matches!(
-            self,
-            SecretSource::Env(_) | SecretSource::File(_) | SecretSource::Literal
-        )
-    }
-}
-
 impl fmt::Display for SecretSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

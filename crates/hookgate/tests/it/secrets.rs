@@ -586,3 +586,19 @@ async fn literal_secret_on_a_public_listener_is_refused_without_dev() {
     dev.wait_listening();
     dev.terminate();
 }
+
+#[tokio::test]
+async fn a_worker_verifies_no_webhook_and_reads_no_endpoint_secret() {
+    let files = TestGateway::builder()
+        .endpoints(&endpoint(
+            "sw",
+            &[secret_entry("v1", "exec:/nonexistent/get-secret", "")],
+        ))
+        .write()
+        .await;
+    let p = BinaryGateway::start(BinaryRole::Worker, &files.config_path, None);
+    // /readyz answers only once start-up (where a serve process reads its secrets) is done.
+    assert!(problems(p.admin.unwrap()).is_empty());
+    let logs = p.terminate();
+    assert!(!logs.contains("secret refresh failed"), "{logs}");
+}
