@@ -176,6 +176,11 @@ async fn removed_or_unreadable_file_serves_cached_value_until_max_age_then_503()
         Some(1.0)
     );
     assert!(!secret_problem(admin, "sw"));
+    let age = metric(
+        admin,
+        "hookgate_secret_age_seconds{endpoint=\"sw\",version=\"v1\"}",
+    );
+    assert!(age.is_some_and(|a| (0.0..6.0).contains(&a)), "{age:?}");
 
     // Removed: the cached value keeps serving (the last read was at most a second ago)…
     std::fs::remove_file(&path).unwrap();
@@ -601,4 +606,35 @@ async fn a_worker_verifies_no_webhook_and_reads_no_endpoint_secret() {
     assert!(problems(p.admin.unwrap()).is_empty());
     let logs = p.terminate();
     assert!(!logs.contains("secret refresh failed"), "{logs}");
+}
+
+#[tokio::test]
+async fn config_check_warns_about_expiring_and_unreadable_secrets() {
+    let soon = jiff::Timestamp::now().as_second() + 2 * 86_400;
+    let soon = jiff::Timestamp::from_second(soon).unwrap().to_string();
+    let entries = [
+        secret_entry("v2", "file:missing.secret", ""),
+        secret_entry(
+            "v1",
+            &whsec("expiring"),
+            &format!(", not_after = {}", q(&soon)),
+        ),
+    ];
+    let files = files(&endpoint("sw", &entries), "").await;
+    let out = Command::new(binary())
+        .args(["config", "check", "--config"])
+        .arg(&files.config_path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("endpoints[0].secrets[1] (version \"v1\") expires at"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("endpoints[0].secrets[0] (version \"v2\") cannot be read now"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(&whsec("expiring")), "a secret was printed");
 }
