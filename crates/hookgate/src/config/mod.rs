@@ -11,6 +11,7 @@ mod policies;
 pub mod raw;
 mod render;
 mod resolve;
+mod secrets;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
