@@ -7,6 +7,7 @@
 //! with a message naming the key and the problem — never at the first request.
 
 pub mod destinations;
+mod packs;
 mod policies;
 pub mod raw;
 mod render;
@@ -283,6 +284,8 @@ pub struct Config {
     pub relay: destinations::RelayConfig,
     /// `[[destinations]]`, in file order.
     pub destinations: Vec<destinations::DestinationConfig>,
+    /// User-defined provider packs (`[[provider_packs]]`, then `provider_packs_dir`).
+    pub provider_packs: Vec<&'static Pack>,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }
