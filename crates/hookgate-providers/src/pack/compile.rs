@@ -249,7 +249,10 @@ impl PackSpec {
         }
         let format = match &sig.format {
             Some(f) => signature_format(paths, f)?,
-            None if header_required || !signature_headers.is_empty() => {
+            // A shared token is the header's whole value unless a format says otherwise.
+            None if (header_required || !signature_headers.is_empty())
+                && scheme != Scheme::SharedToken =>
+            {
                 return Err(paths.err("signature.format", "required with signature headers"));
             }
             None => SignatureFormat::Plain {

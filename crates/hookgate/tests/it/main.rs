@@ -17,4 +17,5 @@ mod providers;
 mod roles;
 mod stage_faults;
 mod tls;
+mod user_packs;
 mod vectors;
