@@ -326,7 +326,7 @@ async fn user_packs_verify_real_requests_over_http_through_the_binary() {
     let r = post(
         addr,
         "/webhooks/bearer",
-        &[json.clone()],
+        std::slice::from_ref(&json),
         br#"{"id":"b_3"}"#,
     );
     assert_eq!(r.json()["reason"], "missing_signature", "{}", r.body);
@@ -350,8 +350,14 @@ async fn user_packs_verify_real_requests_over_http_through_the_binary() {
     assert_eq!(basic("hooks", br#"{"id":"c_2"}"#).status, 400, "no colon");
 
     // Query token: good, wrong, repeated.
-    let query =
-        |q: &str, body: &[u8]| post(addr, &format!("/webhooks/query?{q}"), &[json.clone()], body);
+    let query = |q: &str, body: &[u8]| {
+        post(
+            addr,
+            &format!("/webhooks/query?{q}"),
+            std::slice::from_ref(&json),
+            body,
+        )
+    };
     assert_eq!(
         query(&format!("token={QUERY_TOKEN}"), br#"{"id":"q_1"}"#).status,
         200
@@ -366,20 +372,43 @@ async fn user_packs_verify_real_requests_over_http_through_the_binary() {
     // Body field: a JSON pointer, and a form field.
     let body_ok = format!(r#"{{"id":"j_1","auth":{{"token":"{BODY_TOKEN}"}}}}"#);
     assert_eq!(
-        post(addr, "/webhooks/body", &[json.clone()], body_ok.as_bytes()).status,
+        post(
+            addr,
+            "/webhooks/body",
+            std::slice::from_ref(&json),
+            body_ok.as_bytes()
+        )
+        .status,
         200
     );
     let body_bad = br#"{"id":"j_2","auth":{"token":"body-token-c4d2e9"}}"#;
     assert_eq!(
-        post(addr, "/webhooks/body", &[json.clone()], body_bad).status,
+        post(
+            addr,
+            "/webhooks/body",
+            std::slice::from_ref(&json),
+            body_bad
+        )
+        .status,
         401
     );
-    let r = post(addr, "/webhooks/body", &[json.clone()], br#"{"id":"j_2"}"#);
+    let r = post(
+        addr,
+        "/webhooks/body",
+        std::slice::from_ref(&json),
+        br#"{"id":"j_2"}"#,
+    );
     assert_eq!(r.json()["reason"], "missing_signature", "{}", r.body);
     let form = h("Content-Type", "application/x-www-form-urlencoded");
     let form_ok = format!("id=f_1&token={BODY_TOKEN}");
     assert_eq!(
-        post(addr, "/webhooks/form", &[form.clone()], form_ok.as_bytes()).status,
+        post(
+            addr,
+            "/webhooks/form",
+            std::slice::from_ref(&form),
+            form_ok.as_bytes()
+        )
+        .status,
         200
     );
     assert_eq!(
@@ -573,7 +602,9 @@ fn bad_pack_definitions_are_refused_at_start_up_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let hexx = GOOD_SIG.replace("\"hex\"", "\"hexx\"");
-    let cases: Vec<(String, Vec<(&str, String)>, &str, &str)> = vec![
+    // (config text, dir files, the key named, the problem)
+    type Case<'a> = (String, Vec<(&'a str, String)>, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
         (
             format!("{}{}", table("ok", GOOD_SIG, ""), table("two", &hexx, "")),
             vec![],
@@ -790,7 +821,9 @@ async fn providers_test_reports_each_step_of_captured_requests_without_secrets()
     let mut malformed = good.clone();
     malformed[2] = h("X-Acme-Signature", "sha256=zz");
     let stale = acme_headers(HMAC_SECRET, now - 3600, body);
-    let cases: Vec<(Vec<(String, String)>, &str, &str)> = vec![
+    // (headers, the failing step, its verdict)
+    type Case<'a> = (Vec<(String, String)>, &'a str, &'a str);
+    let cases: Vec<Case> = vec![
         (wrong_type, "content_type", "FAIL unsupported_media_type"),
         (missing, "signature_metadata", "FAIL missing_signature"),
         (malformed, "signature_metadata", "FAIL malformed_signature"),
