@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use base64::Engine;
 use hmac::{Hmac, Mac};
@@ -881,4 +882,64 @@ async fn providers_test_reports_each_step_of_captured_requests_without_secrets()
             assert!(!out.contains(secret), "{secret:?} printed:\n{out}");
         }
     }
+}
+
+#[tokio::test]
+async fn user_packs_are_validated_again_on_reload() {
+    let bearer_pack = |id: &str| {
+        TABLE_PACKS
+            .split("[[provider_packs]]")
+            .find(|t| t.contains("id = \"bearer_hooks\""))
+            .map(|t| format!("[[provider_packs]]{}", t.replace("bearer_hooks", id)))
+            .unwrap()
+    };
+    let files = TestGateway::builder()
+        .section(&bearer_pack("first"))
+        .endpoints(&endpoint_toml("one", "first", &[BEARER], ""))
+        .write()
+        .await;
+    let original = std::fs::read_to_string(&files.config_path).unwrap();
+    let p = files.serve(None);
+    let addr = p.addr();
+    let send = |endpoint: &'static str, id: &'static str| {
+        let body = format!(r#"{{"id":"{id}"}}"#);
+        tokio::task::spawn_blocking(move || {
+            post(
+                addr,
+                &format!("/webhooks/{endpoint}"),
+                &[
+                    h("Content-Type", "application/json"),
+                    h("Authorization", &format!("Bearer {BEARER}")),
+                ],
+                body.as_bytes(),
+            )
+            .status
+        })
+    };
+    assert_eq!(send("one", "r_1").await.unwrap(), 200);
+    assert_eq!(send("two", "r_2").await.unwrap(), 404);
+
+    // A second user pack and an endpoint on it appear on SIGHUP.
+    let grown = format!(
+        "{original}\n{}\n{}",
+        bearer_pack("second"),
+        endpoint_toml("two", "second", &[BEARER], "")
+    );
+    std::fs::write(&files.config_path, &grown).unwrap();
+    p.signal("-HUP");
+    wait_until(
+        "the reloaded user pack",
+        Duration::from_secs(10),
+        || async { send("two", "r_3").await.unwrap() == 200 },
+    )
+    .await;
+
+    // A bad pack on reload is refused naming the key; the running configuration stays.
+    let broken = grown.replace("token_form = \"bearer\"", "token_form = \"digest\"");
+    std::fs::write(&files.config_path, broken).unwrap();
+    p.signal("-HUP");
+    p.wait_for_log("reload failed");
+    p.wait_for_log("provider_packs[0].signature.token_form");
+    assert_eq!(send("one", "r_4").await.unwrap(), 200);
+    assert_eq!(send("two", "r_5").await.unwrap(), 200);
 }
