@@ -549,6 +549,23 @@ async fn providers_list_and_show_include_the_configs_user_packs() {
     ]));
     assert!(show.contains("user pack"), "{show}");
     assert!(show.contains("Basic base64(user:password)"), "{show}");
+    let out = hookgate(&["config", "check", "--config", config]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(
+        text(&out)
+            .0
+            .contains("# user provider pack \"line_like\" (LINE-like batches, scheme hmac)"),
+        "{:?}",
+        text(&out)
+    );
+    let (show, _) = text(&hookgate(&[
+        "providers",
+        "show",
+        "acme",
+        "--config",
+        config,
+    ]));
+    assert!(show.contains("Content encodings:"), "{show}");
     // Without --config only the built-in packs are known.
     let out = hookgate(&["providers", "show", "acme"]);
     assert_eq!(out.status.code(), Some(2));
