@@ -88,3 +88,46 @@ pub fn compile_user_pack(
     interned.push((key, pack));
     Ok(pack)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str) -> Value {
+        serde_json::json!({
+            "id": id,
+            "display_name": "T",
+            "scheme": "shared_token",
+            "content_types": ["application/json"],
+            "secret_format": "utf8",
+            "signature": {"headers": ["Authorization"], "token_form": "bearer", "encoding": "text"},
+            "event_id": {"signed": false},
+            "replay_defence": "body_digest"
+        })
+    }
+
+    #[test]
+    fn a_definition_compiles_once_and_defaults_what_only_shipped_packs_say() {
+        let first = compile_user_pack(UserPackSource::Table(0), doc("interned_once")).unwrap();
+        // A reload with the same definition (even at another index) reuses the pack.
+        let again = compile_user_pack(UserPackSource::Table(3), doc("interned_once")).unwrap();
+        assert!(std::ptr::eq(first, again));
+        assert!(first.user_defined());
+        assert_eq!(first.vectors(), 0);
+        assert_eq!(first.evidence().as_str(), "experimental");
+        assert_eq!(
+            first.id_source(),
+            "sha256:<hex SHA-256 of the verified body>"
+        );
+        let other = compile_user_pack(UserPackSource::Table(0), doc("interned_other")).unwrap();
+        assert!(!std::ptr::eq(first, other));
+    }
+
+    #[test]
+    fn a_built_in_id_is_refused_under_the_source_label() {
+        let e = compile_user_pack(UserPackSource::DirFile("gh.json"), doc("github")).unwrap_err();
+        assert_eq!(e.path, "provider_packs_dir[gh.json].id");
+        let e = compile_user_pack(UserPackSource::Table(1), Value::from(3)).unwrap_err();
+        assert_eq!(e.path, "provider_packs[1]");
+    }
+}
