@@ -161,7 +161,12 @@ pub struct PackInfo {
     pub sources: Vec<String>,
     /// The known-answer vectors the pack ships (`testdata/vectors/<id>.json`).
     pub vectors: u32,
+    /// `builtin`, or `user` for a pack from the configuration (`[[provider_packs]]`,
+    /// `provider_packs_dir`).
+    pub origin: &'static str,
     pub content_types: Vec<&'static str>,
+    /// Accepted `Content-Encoding`s besides none (`gzip`).
+    pub content_encodings: Vec<&'static str>,
     /// How a configured secret becomes the key (`utf8`, `whsec_base64`, `hex`, …).
     pub secret_format: &'static str,
     /// The same, in words: what to paste from the provider.

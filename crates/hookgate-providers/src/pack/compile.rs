@@ -13,8 +13,8 @@ use super::syntax::{
     non_empty, option_rules, pick, signature_format, template, timestamp_rule,
 };
 use super::{
-    Algorithm, Encoding, Evidence, FieldsRule, IdRule, Location, Pack, PackError, Part,
-    ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat,
+    Algorithm, Encoding, Evidence, FieldsRule, IdFallback, IdRule, Location, Pack, PackError, Part,
+    ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat, TokenSource,
 };
 
 /// What the signature of a scheme covers, to check the pack's `signed` flags.
@@ -57,10 +57,24 @@ impl Coverage<'_> {
 }
 
 impl PackSpec {
-    /// Validates the pack into its executable form.
+    /// Validates the pack into its executable form (errors under `packs.<id>`).
     pub fn compile(&self) -> Result<Pack, PackError> {
+        self.compile_at(&format!("packs.{}", self.id))
+    }
+
+    /// Validates the pack, naming errors under `root`.
+    pub fn compile_at(&self, root: &str) -> Result<Pack, PackError> {
+        self.compile_with(root, false)
+    }
+
+    /// A user-defined pack (`provider_packs[2]`): it may name no sources.
+    pub(crate) fn compile_user(&self, root: &str) -> Result<Pack, PackError> {
+        self.compile_with(root, true)
+    }
+
+    fn compile_with(&self, root: &str, user: bool) -> Result<Pack, PackError> {
         let root = Paths {
-            root: format!("packs.{}", self.id),
+            root: root.to_owned(),
         };
         let paths = &root;
         let id_ok = !self.id.is_empty()
@@ -70,8 +84,8 @@ impl PackSpec {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !id_ok {
-            return Err(PackError::new(
-                "packs".to_owned(),
+            return Err(paths.err(
+                "id",
                 format!("pack id {:?} must be lower_snake_case", self.id),
             ));
         }
@@ -99,7 +113,7 @@ impl PackSpec {
                 ("experimental", Evidence::Experimental),
             ],
         )?;
-        if self.sources.is_empty() {
+        if self.sources.is_empty() && !user {
             return Err(paths.err("sources", "name at least one source"));
         }
         for (i, source) in self.sources.iter().enumerate() {
@@ -174,7 +188,10 @@ impl PackSpec {
         }
 
         let sig = &self.signature;
-        let header_required = !matches!(scheme, Scheme::FieldsHmac);
+        let (token_source, token_form) = super::generic::token_settings(paths, self, scheme)?;
+        let gzip = super::generic::gzip_declared(paths, self)?;
+        let header_required =
+            !matches!(scheme, Scheme::FieldsHmac) && token_source == TokenSource::Header;
         if header_required && sig.headers.is_empty() {
             return Err(paths.err("signature.headers", "name at least one header"));
         }
@@ -232,7 +249,10 @@ impl PackSpec {
         }
         let format = match &sig.format {
             Some(f) => signature_format(paths, f)?,
-            None if header_required || !signature_headers.is_empty() => {
+            // A shared token is the header's whole value unless a format says otherwise.
+            None if (header_required || !signature_headers.is_empty())
+                && scheme != Scheme::SharedToken =>
+            {
                 return Err(paths.err("signature.format", "required with signature headers"));
             }
             None => SignatureFormat::Plain {
@@ -404,13 +424,21 @@ impl PackSpec {
             template: &parts,
             fields: &covered_fields,
         };
-        let event_id = id_rule(paths, &self.event_id)?;
+        // Without a location, the id is the body digest (`fallback = "body_digest"`).
+        let event_id = if self.event_id.from.is_empty()
+            && self.event_id.fallback.as_deref() == Some("body_digest")
+        {
+            IdRule::Json(Vec::new())
+        } else {
+            id_rule(paths, &self.event_id)?
+        };
         let id_in_template = parts.iter().any(|p| matches!(p, Part::Id));
         if id_in_template && !matches!(event_id, IdRule::Headers(_)) {
             return Err(paths.err("signature.signed", "{id} needs an event id from headers"));
         }
         let id_signed = match &event_id {
             IdRule::Headers(_) => id_in_template,
+            IdRule::Json(pointers) if pointers.is_empty() => coverage.body(),
             IdRule::Json(pointers) => pointers.iter().all(|p| coverage.pointer(p)),
             IdRule::Composed(parts) => parts.iter().all(|(p, _)| coverage.pointer(p)),
         };
@@ -428,8 +456,9 @@ impl PackSpec {
                 ),
             ));
         }
-        let id_fallback_signature = match self.event_id.fallback.as_deref() {
-            None => false,
+        let id_fallback = match self.event_id.fallback.as_deref() {
+            None => IdFallback::None,
+            Some("body_digest") => IdFallback::BodyDigest,
             Some("signature") => {
                 let single = matches!(
                     format,
@@ -445,12 +474,12 @@ impl PackSpec {
                         "needs one signature from a plain signature header",
                     ));
                 }
-                true
+                IdFallback::Signature
             }
             Some(other) => {
                 return Err(paths.err(
                     "event_id.fallback",
-                    format!("unknown fallback {other:?} (expected signature)"),
+                    format!("unknown fallback {other:?} (expected signature, body_digest)"),
                 ));
             }
         };
@@ -615,7 +644,11 @@ impl PackSpec {
             fields,
             algorithm_header,
             body_hash_param,
-            id_fallback_signature,
+            id_fallback,
+            token_source,
+            token_form,
+            gzip,
+            user_defined: false,
             methods,
             display_name: keep(&self.display_name),
             scheme,

@@ -118,8 +118,18 @@ impl Pack {
         if self.batch.is_some() {
             text.push_str(" (of each batch item)");
         }
-        if self.id_fallback_signature {
-            text.push_str("; else sig:<the verified signature, hex>");
+        match self.id_fallback {
+            super::IdFallback::None => {}
+            super::IdFallback::Signature => {
+                text.push_str("; else sig:<the verified signature, hex>");
+            }
+            super::IdFallback::BodyDigest if matches!(&self.event_id, IdRule::Json(p) if p.is_empty()) =>
+            {
+                text = "sha256:<hex SHA-256 of the verified body>".to_owned();
+            }
+            super::IdFallback::BodyDigest => {
+                text.push_str("; else sha256:<hex SHA-256 of the verified body>");
+            }
         }
         text
     }
@@ -351,10 +361,34 @@ impl Pack {
                 format!("{embedded}; without it, {text} (over the raw body)")
             };
         }
-        if self.scheme != Scheme::SharedToken {
+        if self.scheme == Scheme::SharedToken {
+            text = self.token_text(text);
+        } else {
             text.push_str(". The request verifies if any candidate matches any trusted secret");
         }
         text
+    }
+
+    /// Where a shared token is found and how it is written, in words.
+    fn token_text(&self, header_text: String) -> String {
+        use super::{TokenForm, TokenSource};
+        match (self.token_source, self.token_form) {
+            (TokenSource::Query(name), _) => {
+                format!("query parameter {name}: the token itself (never logged)")
+            }
+            (TokenSource::BodyJson(pointer), _) => format!("body {pointer}: the token itself"),
+            (TokenSource::BodyForm(name), _) => format!("form field {name}: the token itself"),
+            (TokenSource::Header, TokenForm::Plain) => header_text,
+            (TokenSource::Header, TokenForm::Bearer) => format!(
+                "header {}: `Bearer <token>`",
+                self.signature_header_names.join(" or ")
+            ),
+            (TokenSource::Header, TokenForm::Basic) => format!(
+                "header {}: `Basic base64(user:password)`, compared with the secret \
+                 `user:password`",
+                self.signature_header_names.join(" or ")
+            ),
+        }
     }
 
     /// The signed bytes: the pack's template (raw), or what its scheme signs, in words.
@@ -455,7 +489,9 @@ impl Pack {
             evidence: self.evidence.as_str(),
             sources: self.sources.clone(),
             vectors: self.vectors,
+            origin: if self.user_defined { "user" } else { "builtin" },
             content_types: self.content_types.to_vec(),
+            content_encodings: self.content_encodings().to_vec(),
             secret_format: self.secret_format.as_str(),
             secret: self.secret_format.description().to_owned(),
             signature_headers: self.signature_header_names.to_vec(),

@@ -55,6 +55,9 @@ impl Pack {
 
     /// A signature candidate, else `malformed_signature`.
     pub(crate) fn tag(&self, text: &str) -> Result<Vec<u8>, Rejection> {
+        if self.scheme == Scheme::SharedToken {
+            return self.token_candidate(text);
+        }
         let fits = |len: usize| match self.scheme {
             Scheme::Hmac | Scheme::FieldsHmac => len == self.algorithm.tag_len(),
             Scheme::UrlParamsHmac => matches!(len, 20 | 32 | 64),
@@ -275,13 +278,16 @@ impl Pack {
         let headers = ctx.headers;
         reject_duplicated(headers, self.duplicate_checked_headers)?;
         // fields_hmac packs read their signature from the body unless a header carries it.
-        let in_body = self.scheme == Scheme::FieldsHmac
+        let in_body = (self.scheme == Scheme::FieldsHmac
             && !self
                 .signature_header_names
                 .iter()
-                .any(|n| headers.contains_key(*n));
+                .any(|n| headers.contains_key(*n)))
+            || self.token_in_body();
         let (signatures, param_timestamp) = if in_body {
             (Vec::new(), None)
+        } else if let Some(tokens) = self.token_from_query(ctx)? {
+            (tokens, None)
         } else {
             self.parse_signatures(headers)?
         };
@@ -351,6 +357,22 @@ impl Pack {
         now: i64,
         tolerance_seconds: Option<u64>,
     ) -> Result<Verified, Rejection> {
+        let (verified, signed_millis) = self.verify_signature(ctx, metadata, body, secrets)?;
+        if let Some(millis) = signed_millis {
+            self.check_freshness(millis, now, tolerance_seconds)?;
+        }
+        Ok(verified)
+    }
+
+    /// The signature step of [`Pack::verify`]: which secret matched and, for packs that sign
+    /// one, the signed timestamp in milliseconds (not yet checked for freshness).
+    pub(crate) fn verify_signature(
+        &self,
+        ctx: &RequestContext<'_>,
+        metadata: &Metadata,
+        body: &[u8],
+        secrets: &[TrustedSecret<'_>],
+    ) -> Result<(Verified, Option<i64>), Rejection> {
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
@@ -387,20 +409,7 @@ impl Pack {
                 }
             }
             Scheme::SharedToken => {
-                let mut found = None;
-                for (index, secret) in secrets.iter().enumerate() {
-                    let mut matched = false;
-                    for candidate in &metadata.signatures {
-                        matched |= primitives::token_matches(secret.key.expose(), candidate);
-                    }
-                    if matched {
-                        found = Some(index);
-                        break;
-                    }
-                }
-                Verified {
-                    matched_secret_index: found.ok_or(Rejection::InvalidSignature)?,
-                }
+                self.verify_token(ctx.headers, &metadata.signatures, body, secrets)?
             }
             Scheme::UrlParamsHmac => self.verify_url_params(ctx, metadata, body, secrets)?,
             Scheme::FieldsHmac => {
@@ -409,31 +418,48 @@ impl Pack {
                 verified
             }
         };
-        if let Some(rule) = &self.timestamp {
-            let millis = match (
-                &field_timestamp,
-                rule.from.as_slice(),
-                metadata.timestamp_millis,
-            ) {
-                (Some(text), _, _) => self.parse_time(rule.format, text)?,
-                (None, [Location::Json { pointer, .. }], _) => {
-                    self.body_timestamp(rule.format, pointer, body)?
-                }
-                (None, _, Some(millis)) => millis,
-                (None, _, None) => return Err(bad(BadRequestReason::MissingTimestamp)),
-            };
-            let tolerance_seconds = tolerance_seconds.unwrap_or(rule.tolerance_seconds);
-            let future_seconds = rule
-                .max_future_seconds
-                .map_or(tolerance_seconds, |max| max.min(tolerance_seconds));
-            let age = i128::from(now) * 1000 - i128::from(millis);
-            if age > i128::from(tolerance_seconds) * 1000
-                || -age > i128::from(future_seconds) * 1000
-            {
-                return Err(Rejection::StaleTimestamp);
+        let Some(rule) = &self.timestamp else {
+            return Ok((verified, None));
+        };
+        let millis = match (
+            &field_timestamp,
+            rule.from.as_slice(),
+            metadata.timestamp_millis,
+        ) {
+            (Some(text), _, _) => self.parse_time(rule.format, text)?,
+            (None, [Location::Json { pointer, .. }], _) => {
+                self.body_timestamp(rule.format, pointer, body)?
             }
+            (None, _, Some(millis)) => millis,
+            (None, _, None) => return Err(bad(BadRequestReason::MissingTimestamp)),
+        };
+        Ok((verified, Some(millis)))
+    }
+
+    /// The freshness step of [`Pack::verify`]: the signed timestamp (ms) within the past
+    /// tolerance and the future bound around `now` (s), boundaries accepted.
+    pub(crate) fn check_freshness(
+        &self,
+        millis: i64,
+        now: i64,
+        tolerance_seconds: Option<u64>,
+    ) -> Result<(), Rejection> {
+        let Some((past, future)) = self.freshness_bounds(tolerance_seconds) else {
+            return Ok(());
+        };
+        let age = i128::from(now) * 1000 - i128::from(millis);
+        if age > i128::from(past) * 1000 || -age > i128::from(future) * 1000 {
+            return Err(Rejection::StaleTimestamp);
         }
-        Ok(verified)
+        Ok(())
+    }
+
+    /// The past and future bounds in seconds for an endpoint's tolerance (`None` = the pack's).
+    pub(crate) fn freshness_bounds(&self, tolerance_seconds: Option<u64>) -> Option<(u64, u64)> {
+        let rule = self.timestamp.as_ref()?;
+        let past = tolerance_seconds.unwrap_or(rule.tolerance_seconds);
+        let future = rule.max_future_seconds.map_or(past, |max| max.min(past));
+        Some((past, future))
     }
 }
 

@@ -6,8 +6,10 @@ use http::HeaderMap;
 use serde_json::Value;
 
 use super::engine::scalar_text;
+use super::primitives::sha256_hex;
 use super::{
-    Answer, AnswerRule, Delivery, HandshakeAnswer, IdRule, Location, Pack, RequestContext,
+    Answer, AnswerRule, Delivery, HandshakeAnswer, IdFallback, IdRule, Location, Pack,
+    RequestContext,
 };
 use crate::common::{self, JSON, bad, info_header, json_at};
 use crate::{BadRequestReason, Envelope, Metadata, Rejection, SecretMaterial};
@@ -70,7 +72,7 @@ impl Pack {
         Ok(None)
     }
 
-    fn event_id(&self, metadata: &Metadata, json: &Value) -> Option<String> {
+    fn event_id(&self, metadata: &Metadata, json: &Value, body: &[u8]) -> Option<String> {
         let found = match &self.event_id {
             IdRule::Headers(_) => metadata.header_id.clone(),
             IdRule::Json(pointers) => pointers.iter().find_map(|p| common::id_at(json, p)),
@@ -80,21 +82,27 @@ impl Pack {
                     match common::id_at(json, pointer) {
                         Some(value) => values.push(value),
                         None if *optional => {}
-                        None => return self.fallback_id(metadata),
+                        None => return self.fallback_id(metadata, body),
                     }
                 }
                 // All parts optional and none present: no id.
                 (!values.is_empty()).then(|| values.join(":"))
             }
         };
-        found.or_else(|| self.fallback_id(metadata))
+        found.or_else(|| self.fallback_id(metadata, body))
     }
 
-    /// `sig:` + the verified signature in hex, for packs that declare it.
-    fn fallback_id(&self, metadata: &Metadata) -> Option<String> {
-        let signature = metadata.signatures.first()?;
-        self.id_fallback_signature
-            .then(|| format!("sig:{}", common::encode_lower_hex(signature)))
+    /// `sig:` + the verified signature in hex, or `sha256:` + the hex SHA-256 of the
+    /// verified body, for packs that declare it.
+    fn fallback_id(&self, metadata: &Metadata, body: &[u8]) -> Option<String> {
+        match self.id_fallback {
+            IdFallback::None => None,
+            IdFallback::Signature => metadata
+                .signatures
+                .first()
+                .map(|signature| format!("sig:{}", common::encode_lower_hex(signature))),
+            IdFallback::BodyDigest => Some(format!("sha256:{}", sha256_hex(body))),
+        }
     }
 
     fn present(&self, location: &Location, ctx: &RequestContext<'_>, json: &Value) -> bool {
@@ -187,9 +195,10 @@ impl Pack {
         metadata: &Metadata,
         headers: &HeaderMap,
         json: &Value,
+        body: &[u8],
     ) -> Result<Envelope, Rejection> {
         let event_id = self
-            .event_id(metadata, json)
+            .event_id(metadata, json, body)
             .ok_or(bad(BadRequestReason::MissingEventId))?;
         let object_version = self.object_version.iter().find_map(|l| match l {
             Location::Json { pointer, .. } => json_at(json, pointer).and_then(|v| {
@@ -255,7 +264,7 @@ impl Pack {
         // An id header is known before the body is parsed; its absence is reported first.
         if matches!(self.event_id, IdRule::Headers(_))
             && metadata.header_id.is_none()
-            && !self.id_fallback_signature
+            && self.id_fallback == IdFallback::None
         {
             return Err(bad(BadRequestReason::MissingEventId));
         }
@@ -272,15 +281,17 @@ impl Pack {
                     .collect::<Vec<_>>(),
             )
         });
+        // A verified batch without items (LINE's verify request) is events: [] — answered
+        // accepted, nothing stored. A batch item's fallback id digests the item, not the body.
         let events = match batch_items {
-            Some(items) if items.is_empty() => {
-                return Err(bad(BadRequestReason::MissingEventId));
-            }
             Some(items) => items
                 .into_iter()
-                .map(|item| self.envelope(metadata, ctx.headers, item))
+                .map(|item| {
+                    let item_bytes = item.to_string();
+                    self.envelope(metadata, ctx.headers, item, item_bytes.as_bytes())
+                })
                 .collect::<Result<Vec<_>, _>>()?,
-            None => vec![self.envelope(metadata, ctx.headers, &json)?],
+            None => vec![self.envelope(metadata, ctx.headers, &json, body)?],
         };
         let replay_key = self.replay_key.iter().find_map(|l| match l {
             Location::Json { pointer, .. } => common::id_at(&json, pointer),

@@ -90,19 +90,25 @@ mod engine;
 mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod generic;
 mod page;
 mod primitives;
 mod schemes;
 mod sign;
 mod spec;
 mod syntax;
+mod trace;
+mod user;
 
 pub use api::{
     Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
     SignTarget, SignedDelivery, check_public_url,
 };
+pub use generic::BodyDecodeError;
 pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
+pub use trace::{SecretVerdict, Trace, TraceStep};
+pub use user::{UserPackSource, compile_user_pack};
 
 pub use spec::{
     AnswerSpec, BatchSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec,
@@ -410,6 +416,39 @@ pub(crate) struct BatchRule {
     pub(crate) item: Option<&'static str>,
 }
 
+/// What identifies an event when no location of `event_id.from` yields an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdFallback {
+    None,
+    /// `sig:` + the verified signature in hex.
+    Signature,
+    /// `sha256:` + the hex SHA-256 of the verified body.
+    BodyDigest,
+}
+
+/// Where a `shared_token` pack reads its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenSource {
+    /// The signature headers (the default).
+    Header,
+    /// A query parameter of the request (percent-decoded).
+    Query(&'static str),
+    /// A string at a JSON pointer of the body.
+    BodyJson(&'static str),
+    /// A field of a form body.
+    BodyForm(&'static str),
+}
+
+/// How a shared token is written where it is found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenForm {
+    Plain,
+    /// `Bearer <token>` (the scheme name in any case).
+    Bearer,
+    /// `Basic base64(user:password)`, compared decoded with the secret `user:password`.
+    Basic,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FieldsRule {
     pub(crate) fields: Vec<&'static str>,
@@ -431,7 +470,13 @@ pub struct Pack {
     fields: Option<FieldsRule>,
     algorithm_header: Option<&'static str>,
     body_hash_param: Option<&'static str>,
-    id_fallback_signature: bool,
+    id_fallback: IdFallback,
+    token_source: TokenSource,
+    token_form: TokenForm,
+    /// The pack declares `content_encoding = ["gzip"]`.
+    gzip: bool,
+    /// Defined in the configuration (`[[provider_packs]]`, `provider_packs_dir`).
+    user_defined: bool,
     methods: Vec<http::Method>,
     display_name: &'static str,
     scheme: Scheme,
@@ -530,6 +575,14 @@ impl Pack {
     pub fn has_shared_secret(&self) -> bool {
         self.scheme.shared_secret()
     }
+    /// Whether the pack comes from the configuration rather than the binary.
+    pub fn user_defined(&self) -> bool {
+        self.user_defined
+    }
+    /// The `Content-Encoding`s the pack accepts besides none (`gzip`).
+    pub fn content_encodings(&self) -> &'static [&'static str] {
+        if self.gzip { &["gzip"] } else { &[] }
+    }
 }
 
 /// The built-in pack files, by id.
@@ -572,7 +625,7 @@ pub fn compile_builtin(id: &str) -> Option<Result<Pack, PackError>> {
     let label = format!("packs.{id}");
     Some(PackSpec::from_json(&label, text).and_then(|spec| {
         if spec.id == id {
-            spec.compile()
+            spec.compile_at(&label)
         } else {
             Err(PackError::new(
                 format!("{label}.id"),

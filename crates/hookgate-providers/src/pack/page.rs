@@ -98,6 +98,17 @@ impl Pack {
         let mut lines = vec![
             ("Secret", info.secret.clone()),
             ("Content types", info.content_types.join(", ")),
+        ];
+        if !info.content_encodings.is_empty() {
+            lines.push((
+                "Content encodings",
+                format!(
+                    "{} (decoded within max_body_bytes; the decoded bytes are verified)",
+                    info.content_encodings.join(", ")
+                ),
+            ));
+        }
+        lines.extend([
             ("Signature", info.signature.clone()),
             (
                 "Signed bytes",
@@ -118,7 +129,7 @@ impl Pack {
                     info.retries_keep_id
                 ),
             ),
-        ];
+        ]);
         if let Some(location) = &info.event_type_location {
             let signed = info.type_signed.unwrap_or(false);
             lines.push((

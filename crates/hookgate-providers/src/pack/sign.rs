@@ -2,6 +2,7 @@
 //! `hookgate send`, the load generator and round-trip tests. Shared-secret schemes sign with
 //! the configured secret; the public-key schemes need the private key ([`SigningKey`]).
 
+use base64::Engine;
 use serde_json::Value;
 
 use super::engine::{TemplateInputs, first_header};
@@ -161,9 +162,18 @@ impl Pack {
                     _ => None,
                 }
             }
-            Scheme::SharedToken => {
-                shared.map(|key| String::from_utf8_lossy(key.expose()).into_owned())
-            }
+            // Query and body tokens are placed by the sender (`send` writes header tokens).
+            Scheme::SharedToken => shared.map(|key| {
+                let token = String::from_utf8_lossy(key.expose()).into_owned();
+                match self.token_form {
+                    super::TokenForm::Plain => token,
+                    super::TokenForm::Bearer => format!("Bearer {token}"),
+                    super::TokenForm::Basic => format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(key.expose())
+                    ),
+                }
+            }),
             Scheme::UrlParamsHmac => url.as_mut().zip(shared).map(|(url, key)| {
                 let params = if self.send_content_type.starts_with(common::FORM) {
                     sorted_params(request.body)

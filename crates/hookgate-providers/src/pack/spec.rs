@@ -70,6 +70,10 @@ pub struct PackSpec {
     /// token): the ingress answers a reuse as a duplicate. Locations, first present wins.
     #[serde(default)]
     pub replay_key: Vec<String>,
+    /// `Content-Encoding`s the provider sends (`gzip`); the body is decoded before
+    /// verification. Empty = only unencoded bodies.
+    #[serde(default)]
+    pub content_encoding: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -146,6 +150,18 @@ pub struct SignatureSpec {
     /// wins (`""` = the whole document).
     #[serde(default)]
     pub object: Vec<String>,
+    /// `shared_token`: the query parameter carrying the token (instead of a header).
+    #[serde(default)]
+    pub query_param: Option<String>,
+    /// `shared_token`: the body field carrying the token, `json:/pointer` or `form:name`
+    /// (instead of a header).
+    #[serde(default)]
+    pub body_field: Option<String>,
+    /// `shared_token`: how the token is written — `plain` (default), `bearer`
+    /// (`Authorization: Bearer <token>`) or `basic` (`Authorization: Basic
+    /// base64(user:password)`, compared with the secret `user:password`).
+    #[serde(default)]
+    pub token_form: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -221,7 +237,9 @@ pub struct EventIdSpec {
     /// `yes`, `no` or `unknown`: whether retries and manual redeliveries keep the id.
     pub retries_keep_id: String,
     /// When no location yields an id: `signature` = `sig:` + the verified signature in hex
-    /// (the provider's own keyed MAC of what it signed; stable across identical redeliveries).
+    /// (the provider's own keyed MAC of what it signed; stable across identical redeliveries);
+    /// `body_digest` = `sha256:` + the hex SHA-256 of the verified body (with it, `from` may
+    /// be empty). User packs default to `body_digest`.
     #[serde(default)]
     pub fallback: Option<String>,
 }

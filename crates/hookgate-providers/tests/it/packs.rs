@@ -1115,7 +1115,22 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""retries_keep_id": "unknown""#,
             r#""retries_keep_id": "unknown", "fallback": "hash""#,
-            r#"packs.linear.event_id.fallback: unknown fallback "hash" (expected signature)"#,
+            r#"packs.linear.event_id.fallback: unknown fallback "hash" (expected signature, body_digest)"#,
+        ),
+        (
+            r#""secret_format": "utf8""#,
+            r#""secret_format": "utf8", "content_encoding": ["br"]"#,
+            r#"packs.linear.content_encoding[0]: unknown content encoding "br" (expected gzip)"#,
+        ),
+        (
+            r#""encoding": "hex""#,
+            r#""encoding": "hex", "token_form": "bearer""#,
+            "packs.linear.signature.token_form: only for the shared_token scheme",
+        ),
+        (
+            r#""encoding": "hex""#,
+            r#""encoding": "hex", "query_param": "token""#,
+            "packs.linear.signature.query_param: only for the shared_token scheme",
         ),
     ];
     for (from, to, want) in cases {

@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod events;
 pub mod providers;
+pub mod providers_test;
 pub mod send;
 
 use std::path::PathBuf;
@@ -64,7 +65,8 @@ pub enum Command {
         #[command(subcommand)]
         command: events::EventsCommand,
     },
-    /// Describe the built-in provider packs (no configuration needed).
+    /// Describe the provider packs (built-in, or a configuration's with --config) and test a
+    /// captured request against an endpoint's pack.
     Providers {
         #[command(subcommand)]
         command: providers::ProvidersCommand,

@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use hookgate_providers::pack::{Pack, SignTarget, SignedDelivery, SigningKey};
 use hookgate_providers::{IdLocation, SecretMaterial, SignRequest};
 
-use crate::config::{Config, EndpointConfig};
+use crate::config::{Config, EndpointConfig, SecretVersion};
 
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
@@ -145,7 +145,7 @@ pub fn default_url(config: &Config, endpoint_id: &str) -> String {
 }
 
 /// The value of `endpoint`'s first version trusted at `now`, read from its source as the
-/// gateway reads it (on a thread of its own, so it works inside and outside a runtime).
+/// gateway reads it.
 pub fn trusted_secret_blocking(
     config: &Config,
     endpoint: &EndpointConfig,
@@ -160,8 +160,17 @@ pub fn trusted_secret_blocking(
                 "endpoint {} has no trusted secret to sign with",
                 endpoint.id
             )
-        })?
-        .clone();
+        })?;
+    secret_version_blocking(config, endpoint, version)
+}
+
+/// One secret version's value, read from its source as the gateway reads it (on a thread of
+/// its own, so it works inside and outside a runtime) and decoded for the endpoint's pack.
+pub fn secret_version_blocking(
+    config: &Config,
+    endpoint: &EndpointConfig,
+    version: &SecretVersion,
+) -> anyhow::Result<SecretMaterial> {
     let reader = config.secrets.reader(true);
     let value = std::thread::scope(|scope| {
         scope

@@ -7,6 +7,7 @@
 //! with a message naming the key and the problem — never at the first request.
 
 pub mod destinations;
+mod packs;
 mod policies;
 pub mod raw;
 mod render;
@@ -315,6 +316,8 @@ pub struct Config {
     pub secrets: SecretsConfig,
     /// Keys whose secret is a literal in the file: development only (loopback or `--dev`).
     pub literal_secrets: Vec<String>,
+    /// User-defined provider packs (`[[provider_packs]]`, then `provider_packs_dir`).
+    pub provider_packs: Vec<&'static Pack>,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }

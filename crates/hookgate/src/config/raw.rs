@@ -27,6 +27,12 @@ pub struct RawConfig {
     pub relay: Option<RawRelay>,
     #[serde(default)]
     pub destinations: Vec<RawDestination>,
+    /// User-defined provider packs, each in the schema of the built-in packs (kept as TOML
+    /// here; `packs.rs` compiles them, naming errors by index).
+    #[serde(default)]
+    pub provider_packs: Vec<toml::Value>,
+    /// A folder whose `*.json` files are provider packs (relative to the config file).
+    pub provider_packs_dir: Option<String>,
     #[serde(default)]
     pub secrets: Option<RawSecrets>,
     #[serde(default)]

@@ -115,6 +115,16 @@ pub fn render_redacted(c: &Config) -> String {
             s.timeout.as_millis()
         );
     }
+    for p in &c.provider_packs {
+        // The definition is in the file; `providers show ID --config` prints what it verifies.
+        let _ = writeln!(
+            out,
+            "\n# user provider pack {:?} ({}, scheme {})",
+            p.id(),
+            p.display_name(),
+            p.scheme().as_str()
+        );
+    }
     for e in &c.endpoints {
         let _ = writeln!(
             out,

@@ -150,10 +150,15 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
     let destinations =
         destinations::resolve_destinations(raw.destinations, &relay, base, &mut warnings)?;
 
+    let provider_packs = super::packs::resolve_user_packs(
+        raw.provider_packs,
+        raw.provider_packs_dir.as_deref(),
+        base,
+    )?;
     let mut endpoints: Vec<EndpointConfig> = Vec::with_capacity(raw.endpoints.len());
     for (i, mut e) in raw.endpoints.into_iter().enumerate() {
         let wanted_destinations = e.destinations.take();
-        let mut ep = resolve_endpoint(e, i, base, &mut warnings)?;
+        let mut ep = resolve_endpoint(e, i, base, &provider_packs, &mut warnings)?;
         ep.destinations =
             destinations::resolve_endpoint_destinations(wanted_destinations, i, &destinations)?;
         if endpoints.iter().any(|other| other.id == ep.id) {
@@ -203,6 +208,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         destinations,
         secrets,
         literal_secrets,
+        provider_packs,
         warnings,
     })
 }
@@ -509,6 +515,7 @@ fn resolve_endpoint(
     e: RawEndpoint,
     i: usize,
     base: &Path,
+    user_packs: &[&'static Pack],
     warnings: &mut Vec<String>,
 ) -> Result<EndpointConfig, ConfigError> {
     let at = |k: &str| format!("endpoints[{i}].{k}");
@@ -518,14 +525,13 @@ fn resolve_endpoint(
             "must be 1-128 characters of A-Z a-z 0-9 - _ .",
         ));
     }
-    let pack = pack::builtin(&e.provider).ok_or_else(|| {
-        let known: Vec<&str> = pack::builtin_packs().iter().map(|p| p.id()).collect();
+    let pack = super::packs::find_pack(&e.provider, user_packs).ok_or_else(|| {
         err(
             at("provider"),
             format!(
                 "unknown provider {:?}; known: {}",
                 e.provider,
-                known.join(", ")
+                super::packs::known_ids(user_packs)
             ),
         )
     })?;

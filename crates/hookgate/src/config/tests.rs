@@ -525,7 +525,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `secrets`, `vault`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),

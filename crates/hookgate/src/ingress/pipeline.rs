@@ -7,12 +7,13 @@
 //! never stored) → verified budget → replay digest → `commit.rs`: allow-list per event → seal
 //! each row → commit the request's rows as one unit (group commit) → acknowledge.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use hookgate_providers::TrustedSecret;
-use hookgate_providers::pack::{Delivery, ReplayDefence, RequestContext};
+use hookgate_providers::pack::{BodyDecodeError, Delivery, ReplayDefence, RequestContext};
 use hookgate_store::ReplayDigest;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, Request};
@@ -112,8 +113,10 @@ where
         options: &cfg.options,
     };
 
-    // Content type, then bounded headers.
-    if !pack.accepts_content_type(headers.get(CONTENT_TYPE)) {
+    // Content type and encoding (none, or one the pack declares), then bounded headers.
+    if !pack.accepts_content_type(headers.get(CONTENT_TYPE))
+        || !pack.accepts_content_encoding(headers)
+    {
         return Answer::UnsupportedMediaType;
     }
     if let Err(reason) =
@@ -170,6 +173,16 @@ where
             retry_after_secs: RETRY_AFTER_OVERLOADED,
         };
     };
+    // A declared `Content-Encoding` (gzip) is decoded under the permit, at most
+    // `max_body_bytes` once decoded (a bomb stops there: 413); what is verified, parsed and
+    // stored are the decoded bytes, which are what such providers sign.
+    let body = match pack.decode_body(headers, &body, cfg.max_body_bytes) {
+        Ok(Cow::Borrowed(_)) => body,
+        Ok(Cow::Owned(decoded)) => Bytes::from(decoded),
+        Err(BodyDecodeError::Unsupported) => return Answer::UnsupportedMediaType,
+        Err(BodyDecodeError::TooLarge) => return Answer::PayloadTooLarge,
+        Err(BodyDecodeError::Corrupt) => return Answer::BadRequest("body_not_decodable"),
+    };
 
     // 5–6. Verify against every usable secret version; fail closed when none is left.
     let now_ms = state.clock.now_ms();
@@ -213,15 +226,25 @@ where
     {
         object_from_pointers(cfg, &body, envelope);
     }
-    if events.is_empty()
-        || events
-            .iter()
-            .any(|e| e.event_id.is_empty() || e.event_id.len() > 512)
+    if events
+        .iter()
+        .any(|e| e.event_id.is_empty() || e.event_id.len() > 512)
     {
         return Answer::BadRequest("missing_event_id");
     }
     if let Some(Err(retry_after_secs)) = ep.budget.as_ref().map(|b| b.check()) {
         return Answer::RateLimited { retry_after_secs };
+    }
+    // A verified batch without events (LINE's verify request): accepted, nothing stored.
+    if events.is_empty() {
+        let own = Answer::Batch { events: Vec::new() };
+        return match provider_answer {
+            Some(answer) => Answer::Provider {
+                answer,
+                of: Box::new(own),
+            },
+            None => own,
+        };
     }
 
     // 8. Seal, insert the rows as one unit (group commit), commit, then acknowledge.

@@ -18,4 +18,5 @@ mod roles;
 mod secrets;
 mod stage_faults;
 mod tls;
+mod user_packs;
 mod vectors;

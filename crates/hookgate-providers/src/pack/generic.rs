@@ -1,0 +1,301 @@
+//! The generic pieces for senders hookgate does not ship: where a `shared_token` pack finds
+//! its token (a header — plain, `Bearer` or HTTP `Basic` — a query parameter, or a body field)
+//! and the declared `Content-Encoding` of a body (`gzip`, decoded within the body limit before
+//! verification). Every token comparison is constant time ([`primitives::token_matches`]).
+
+use std::borrow::Cow;
+use std::io::Read;
+
+use base64::Engine;
+use http::HeaderMap;
+use http::header::CONTENT_ENCODING;
+
+use super::primitives;
+use super::spec::PackSpec;
+use super::syntax::{Paths, keep, pick};
+use super::{Pack, PackError, RequestContext, Scheme, TokenForm, TokenSource};
+use crate::common::{self, bad};
+use crate::{BadRequestReason, Rejection, TrustedSecret, Verified};
+
+/// Where the token lives and how it is written, from `signature.query_param`,
+/// `signature.body_field` and `signature.token_form`; checked against the scheme.
+pub(crate) fn token_settings(
+    paths: &Paths,
+    spec: &PackSpec,
+    scheme: Scheme,
+) -> Result<(TokenSource, TokenForm), PackError> {
+    let sig = &spec.signature;
+    if scheme != Scheme::SharedToken {
+        for (field, set) in [
+            ("signature.query_param", sig.query_param.is_some()),
+            ("signature.body_field", sig.body_field.is_some()),
+            ("signature.token_form", sig.token_form.is_some()),
+        ] {
+            if set {
+                return Err(paths.err(field, "only for the shared_token scheme"));
+            }
+        }
+        return Ok((TokenSource::Header, TokenForm::Plain));
+    }
+    let places = usize::from(!sig.headers.is_empty())
+        + usize::from(sig.query_param.is_some())
+        + usize::from(sig.body_field.is_some());
+    if places != 1 {
+        return Err(paths.err(
+            "signature.headers",
+            "name exactly one place for the token: headers, query_param or body_field",
+        ));
+    }
+    let source = if let Some(name) = &sig.query_param {
+        if name.is_empty() {
+            return Err(paths.err("signature.query_param", "must not be empty"));
+        }
+        TokenSource::Query(keep(name))
+    } else if let Some(field) = &sig.body_field {
+        match field.split_once(':') {
+            Some(("json", pointer)) if pointer.starts_with('/') => {
+                TokenSource::BodyJson(keep(pointer))
+            }
+            Some(("form", name)) if !name.is_empty() => TokenSource::BodyForm(keep(name)),
+            _ => {
+                return Err(paths.err(
+                    "signature.body_field",
+                    format!("{field:?} must be json:/pointer or form:name"),
+                ));
+            }
+        }
+    } else {
+        TokenSource::Header
+    };
+    if source != TokenSource::Header && sig.format.is_some() {
+        return Err(paths.err(
+            "signature.format",
+            "only for tokens in a header (query_param and body_field hold the bare token)",
+        ));
+    }
+    let form = match &sig.token_form {
+        None => TokenForm::Plain,
+        Some(text) => pick(
+            paths,
+            "signature.token_form",
+            "token form",
+            text,
+            &[
+                ("plain", TokenForm::Plain),
+                ("bearer", TokenForm::Bearer),
+                ("basic", TokenForm::Basic),
+            ],
+        )?,
+    };
+    if form != TokenForm::Plain && source != TokenSource::Header {
+        return Err(paths.err(
+            "signature.token_form",
+            "bearer and basic credentials are read from a header (Authorization)",
+        ));
+    }
+    Ok((source, form))
+}
+
+/// `content_encoding`: only `gzip` is known.
+pub(crate) fn gzip_declared(paths: &Paths, spec: &PackSpec) -> Result<bool, PackError> {
+    let mut gzip = false;
+    for (i, encoding) in spec.content_encoding.iter().enumerate() {
+        match encoding.as_str() {
+            "gzip" if !gzip => gzip = true,
+            "gzip" => {
+                return Err(paths.err(&format!("content_encoding[{i}]"), "listed twice"));
+            }
+            other => {
+                return Err(paths.err(
+                    &format!("content_encoding[{i}]"),
+                    format!("unknown content encoding {other:?} (expected gzip)"),
+                ));
+            }
+        }
+    }
+    Ok(gzip)
+}
+
+/// Why a body could not be decoded: the answer is 415 or 413. Carries no body bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BodyDecodeError {
+    /// A `Content-Encoding` the pack does not declare (or several): 415.
+    #[error("unsupported content encoding")]
+    Unsupported,
+    /// More than the limit once decoded (a gzip bomb stops there): 413.
+    #[error("decoded body exceeds the limit")]
+    TooLarge,
+    /// Not valid gzip: 400.
+    #[error("body does not decode")]
+    Corrupt,
+}
+
+/// The request's single `Content-Encoding` (lower case), `None` when absent or `identity`.
+fn content_encoding(headers: &HeaderMap) -> Result<Option<String>, BodyDecodeError> {
+    let mut values = headers.get_all(CONTENT_ENCODING).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(BodyDecodeError::Unsupported);
+    }
+    let text = first
+        .to_str()
+        .map_err(|_| BodyDecodeError::Unsupported)?
+        .trim()
+        .to_ascii_lowercase();
+    match text.as_str() {
+        "" | "identity" => Ok(None),
+        _ => Ok(Some(text)),
+    }
+}
+
+impl Pack {
+    /// Whether the request's `Content-Encoding` is none or one the pack declares (else 415,
+    /// answered before the body is read).
+    pub fn accepts_content_encoding(&self, headers: &HeaderMap) -> bool {
+        match content_encoding(headers) {
+            Ok(None) => true,
+            Ok(Some(e)) => self.gzip && e == "gzip",
+            Err(_) => false,
+        }
+    }
+
+    /// The body as the provider signed it: decoded per its `Content-Encoding` when the pack
+    /// declares it, at most `max_bytes` once decoded (the work is bounded by that too).
+    pub fn decode_body<'b>(
+        &self,
+        headers: &HeaderMap,
+        body: &'b [u8],
+        max_bytes: usize,
+    ) -> Result<Cow<'b, [u8]>, BodyDecodeError> {
+        match content_encoding(headers)? {
+            None => Ok(Cow::Borrowed(body)),
+            Some(e) if self.gzip && e == "gzip" => {
+                let limit = u64::try_from(max_bytes)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(1);
+                let mut out = Vec::new();
+                flate2::read::GzDecoder::new(body)
+                    .take(limit)
+                    .read_to_end(&mut out)
+                    .map_err(|_| BodyDecodeError::Corrupt)?;
+                if out.len() > max_bytes {
+                    return Err(BodyDecodeError::TooLarge);
+                }
+                Ok(Cow::Owned(out))
+            }
+            Some(_) => Err(BodyDecodeError::Unsupported),
+        }
+    }
+
+    /// A token candidate from a header value, in the pack's token form.
+    pub(crate) fn token_candidate(&self, text: &str) -> Result<Vec<u8>, Rejection> {
+        let malformed = bad(BadRequestReason::MalformedSignature);
+        let credential = |scheme: &str| -> Result<&str, Rejection> {
+            let (name, rest) = text.split_once(' ').ok_or(malformed)?;
+            if !name.eq_ignore_ascii_case(scheme) {
+                return Err(malformed);
+            }
+            Ok(rest.trim_start_matches(' '))
+        };
+        let token = match self.token_form {
+            TokenForm::Plain => text.as_bytes().to_vec(),
+            TokenForm::Bearer => credential("Bearer")?.as_bytes().to_vec(),
+            TokenForm::Basic => {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(credential("Basic")?)
+                    .map_err(|_| malformed)?;
+                if !decoded.contains(&b':') {
+                    return Err(malformed);
+                }
+                decoded
+            }
+        };
+        if token.is_empty() {
+            return Err(malformed);
+        }
+        Ok(token)
+    }
+
+    /// The token of a query-parameter pack, from the raw query (a repeated parameter is
+    /// refused: which one is meant would be a guess). `None` for other sources.
+    pub(crate) fn token_from_query(
+        &self,
+        ctx: &RequestContext<'_>,
+    ) -> Result<Option<Vec<Vec<u8>>>, Rejection> {
+        let TokenSource::Query(name) = self.token_source else {
+            return Ok(None);
+        };
+        let query = ctx.raw_query.unwrap_or("").as_bytes();
+        let occurrences = query
+            .split(|&b| b == b'&')
+            .filter(|pair| {
+                let raw = pair.split(|&b| b == b'=').next().unwrap_or(&[]);
+                common::form_decode(raw) == name.as_bytes()
+            })
+            .count();
+        if occurrences > 1 {
+            return Err(bad(BadRequestReason::DuplicatedSignature));
+        }
+        let token = common::form_field(query, name)
+            .filter(|t| !t.is_empty())
+            .ok_or(bad(BadRequestReason::MissingSignature))?;
+        Ok(Some(vec![token]))
+    }
+
+    /// Whether the token is read from the body (after the bounded read, before verification).
+    pub(crate) fn token_in_body(&self) -> bool {
+        matches!(
+            self.token_source,
+            TokenSource::BodyJson(_) | TokenSource::BodyForm(_)
+        )
+    }
+
+    fn token_from_body(&self, headers: &HeaderMap, body: &[u8]) -> Result<Vec<u8>, Rejection> {
+        let missing = bad(BadRequestReason::MissingSignature);
+        let token = match self.token_source {
+            TokenSource::BodyJson(pointer) => {
+                let doc: serde_json::Value = serde_json::from_slice(body).map_err(|_| missing)?;
+                doc.pointer(pointer)
+                    .and_then(serde_json::Value::as_str)
+                    .map(|s| s.as_bytes().to_vec())
+            }
+            TokenSource::BodyForm(name) if common::is_form(headers) => {
+                common::form_field(body, name)
+            }
+            _ => None,
+        };
+        token.filter(|t| !t.is_empty()).ok_or(missing)
+    }
+
+    /// Compares every candidate with every trusted secret in constant time (each comparison
+    /// hashes both sides first, so lengths do not leak); the first secret that matches wins.
+    pub(crate) fn verify_token(
+        &self,
+        headers: &HeaderMap,
+        candidates: &[Vec<u8>],
+        body: &[u8],
+        secrets: &[TrustedSecret<'_>],
+    ) -> Result<Verified, Rejection> {
+        let from_body;
+        let candidates = if self.token_in_body() {
+            from_body = [self.token_from_body(headers, body)?];
+            &from_body[..]
+        } else {
+            candidates
+        };
+        for (index, secret) in secrets.iter().enumerate() {
+            let mut matched = false;
+            for candidate in candidates {
+                matched |= primitives::token_matches(secret.key.expose(), candidate);
+            }
+            if matched {
+                return Ok(Verified {
+                    matched_secret_index: index,
+                });
+            }
+        }
+        Err(Rejection::InvalidSignature)
+    }
+}
