@@ -488,6 +488,7 @@ impl Pack {
             scheme: self.scheme.as_str(),
             evidence: self.evidence.as_str(),
             sources: self.sources.clone(),
+            citations: self.citations.clone(),
             vectors: self.vectors,
             origin: if self.user_defined { "user" } else { "builtin" },
             content_types: self.content_types.to_vec(),

@@ -36,8 +36,13 @@ pub enum ProvidersCommand {
         config: Option<PathBuf>,
     },
     /// Print docs/providers.md as generated from the packs
-    /// (`hookgate providers docs > docs/providers.md`).
-    Docs,
+    /// (`hookgate providers docs > docs/providers.md`); with `--dir docs`, write
+    /// `docs/providers.md` and one page per pack, `docs/providers/<id>.md`.
+    Docs {
+        /// Write the table and every provider page under this folder instead of printing.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
     /// Run a captured raw HTTP request through an endpoint's pack and print each step's
     /// verdict (never a secret, a signature or the body). Exit code 0 when it verifies.
     Test(TestArgs),
@@ -71,11 +76,42 @@ pub fn run(command: ProvidersCommand) -> anyhow::Result<i32> {
                 }
             }
         }
-        ProvidersCommand::Docs => out.write_all(pack::render_providers_markdown().as_bytes())?,
+        ProvidersCommand::Docs { dir: None } => {
+            out.write_all(pack::render_providers_markdown().as_bytes())?
+        }
+        ProvidersCommand::Docs { dir: Some(dir) } => write_docs(&dir)?,
         ProvidersCommand::Test(args) => return providers_test::run(args),
     }
     out.flush()?;
     Ok(0)
+}
+
+/// `<dir>/providers.md` and `<dir>/providers/<id>.md` for every pack; a page of a pack that
+/// no longer exists is removed, so the folder is exactly what the packs say.
+fn write_docs(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let pages_dir = dir.join("providers");
+    std::fs::create_dir_all(&pages_dir)
+        .with_context(|| format!("creating {}", pages_dir.display()))?;
+    let table = dir.join("providers.md");
+    std::fs::write(&table, pack::render_providers_markdown())
+        .with_context(|| format!("writing {}", table.display()))?;
+    let pages = pack::render_provider_pages();
+    for entry in std::fs::read_dir(&pages_dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.ends_with(".md") && !pages.iter().any(|(file, _)| file == name) {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    for (file, text) in pages {
+        let path = pages_dir.join(file);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The built-in packs, then the user packs of `config` (validated like at start-up).
