@@ -30,6 +30,11 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/sqlite/0006_stage_faults.sql"),
     ),
+    // Version 7 is taken by another change in flight; numbers are never reused or renumbered.
+    (
+        8,
+        include_str!("../../migrations/sqlite/0008_payload_key_index.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
