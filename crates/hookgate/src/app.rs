@@ -122,6 +122,8 @@ pub struct Gateway {
     /// The running background stages (processing, delivery).
     stages: Vec<(StagePool, std::time::Duration)>,
     config_path: PathBuf,
+    /// The webhook listener's certificate (built-in TLS), re-read on SIGHUP too.
+    tls_cert: Option<Arc<ingress::tls::ReloadingCert>>,
 }
 
 impl Gateway {
@@ -145,9 +147,19 @@ impl Gateway {
             Some(store) => store,
             None => open_store(&config).await?,
         };
+        let key_rows =
+            crate::stage::reseal::refuse_removed_versions(&store, &config.payload_keys).await?;
+        telemetry::payload_key_rows(&key_rows, &config.payload_keys.versions());
+        let mut tls_cert = None;
         let webhook = if roles.ingress {
             let tls = match &config.server.tls {
-                Some(t) => Some(ingress::tls_acceptor(&t.cert, &t.key)?),
+                Some(paths) => {
+                    let cert = ingress::tls::ReloadingCert::load(paths)?;
+                    let acceptor = cert.acceptor()?;
+                    cert.spawn_polling();
+                    tls_cert = Some(cert);
+                    Some(acceptor)
+                }
                 None => None,
             };
             let listener = ingress::bind(config.server.listen, config.server.max_connections)
@@ -209,6 +221,12 @@ impl Gateway {
         {
             stages.push((pool, crate::relay::grace(&state)));
         }
+        if roles.workers {
+            stages.push((
+                crate::stage::reseal::start(&state),
+                std::time::Duration::from_secs(5),
+            ));
+        }
         tracing::info!(webhook = ?listening.webhook, admin = ?listening.admin, "hookgate listening");
         Ok(Gateway {
             webhook_addr: listening.webhook,
@@ -219,12 +237,20 @@ impl Gateway {
             admin,
             stages,
             config_path,
+            tls_cert,
         })
     }
     /// Re-reads the configuration file and its `file:` secrets. On any error the running
-    /// configuration stays and the error is returned (and logged by the caller).
-    pub fn reload(&self) -> anyhow::Result<()> {
+    /// configuration stays and the error is returned (and logged by the caller); so does a
+    /// configuration without a payload key some stored payload is sealed under.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        if let Some(cert) = &self.tls_cert {
+            // The certificate files are independent of the configuration's validity.
+            cert.reload_if_changed();
+        }
         let config = Config::load(&self.config_path)?;
+        crate::stage::reseal::refuse_removed_versions(&self.state.store, &config.payload_keys)
+            .await?;
         let current = self.state.runtime.load();
         if config.server.listen != current.config.server.listen
             || config.store.url != current.config.store.url

@@ -172,7 +172,10 @@ impl PostgresStore {
         mut options: PostgresOptions,
     ) -> Result<PostgresStore, StoreError> {
         let (config, tls_settings, connector) = Self::client_config_with_tls(url, &options)?;
-        tracing::debug!(sslmode = tls_settings.mode.as_str(), "postgres TLS settings");
+        tracing::debug!(
+            sslmode = tls_settings.mode.as_str(),
+            "postgres TLS settings"
+        );
         if options.schema.is_none() {
             options.schema = split_schema(url).1;
         }

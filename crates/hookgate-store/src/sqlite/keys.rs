@@ -6,9 +6,9 @@ use rusqlite::Connection;
 
 use super::SqliteStore;
 use super::command::Failed;
+use crate::StoreError;
 use crate::keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
 use crate::processing::ProcessingError;
-use crate::StoreError;
 
 /// Stored payloads only: a purged payload has no `inbox_payload` row.
 const KEY_ROWS: &str = "SELECT i.payload_key_version, count(*) \
@@ -34,20 +34,18 @@ fn version(value: i64) -> rusqlite::Result<u32> {
     u32::try_from(value).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, value))
 }
 
-fn reseal_rows(
-    conn: &Connection,
-    rows: &[ResealedPayload],
-    now_ms: i64,
-) -> rusqlite::Result<u64> {
+fn reseal_rows(conn: &Connection, rows: &[ResealedPayload], now_ms: i64) -> rusqlite::Result<u64> {
     let mut written = 0;
     for row in rows {
-        let n = conn.prepare_cached(RESEAL_INBOX)?.execute(rusqlite::params![
-            row.inbox_id,
-            row.key_version,
-            row.payload_digest,
-            row.from_version,
-            now_ms,
-        ])?;
+        let n = conn
+            .prepare_cached(RESEAL_INBOX)?
+            .execute(rusqlite::params![
+                row.inbox_id,
+                row.key_version,
+                row.payload_digest,
+                row.from_version,
+                now_ms,
+            ])?;
         if n == 1 {
             conn.prepare_cached(RESEAL_PAYLOAD)?
                 .execute(rusqlite::params![row.inbox_id, row.payload])?;
@@ -83,19 +81,16 @@ impl PayloadKeyStore for SqliteStore {
         let after = after.unwrap_or("").to_owned();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(SEALED_UNDER)?;
-            stmt.query_map(
-                rusqlite::params![key_version, after, now_ms, limit],
-                |r| {
-                    Ok(SealedPayload {
-                        inbox_id: r.get(0)?,
-                        provider: r.get(1)?,
-                        endpoint_id: r.get(2)?,
-                        provider_event_id: r.get(3)?,
-                        key_version: version(r.get(4)?)?,
-                        payload: r.get(5)?,
-                    })
-                },
-            )?
+            stmt.query_map(rusqlite::params![key_version, after, now_ms, limit], |r| {
+                Ok(SealedPayload {
+                    inbox_id: r.get(0)?,
+                    provider: r.get(1)?,
+                    endpoint_id: r.get(2)?,
+                    provider_event_id: r.get(3)?,
+                    key_version: version(r.get(4)?)?,
+                    payload: r.get(5)?,
+                })
+            })?
             .collect()
         })
         .await

@@ -997,8 +997,14 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
     assert_eq!(
         store.payload_key_rows().await.unwrap(),
         vec![
-            KeyVersionRows { version: 1, rows: 1 },
-            KeyVersionRows { version: 2, rows: 1 },
+            KeyVersionRows {
+                version: 1,
+                rows: 1
+            },
+            KeyVersionRows {
+                version: 2,
+                rows: 1
+            },
         ],
         "the purged payload is not counted"
     );
@@ -1023,7 +1029,12 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
         .unwrap();
     assert_eq!(written, 0);
     assert_eq!(
-        store.get_event(&purged.inbox_id).await.unwrap().unwrap().payload,
+        store
+            .get_event(&purged.inbox_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
         None
     );
     store.close().await;

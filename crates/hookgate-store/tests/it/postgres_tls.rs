@@ -117,17 +117,37 @@ async fn each_sslmode_against_a_server_with_tls() {
     let plain = connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=disable")).await;
     assert!(!plain.unwrap(), "sslmode=disable must not encrypt");
     // prefer (explicit, and the loopback default): encrypted, certificate not checked.
-    assert!(connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=prefer")).await.unwrap());
-    assert!(connect_and_check(&url(&cluster, "127.0.0.1", "")).await.unwrap());
+    assert!(
+        connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=prefer"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        connect_and_check(&url(&cluster, "127.0.0.1", ""))
+            .await
+            .unwrap()
+    );
     // require: encrypted although nothing could verify the certificate (no root given,
     // and 127.0.0.1 is not a name in it).
-    assert!(connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=require")).await.unwrap());
+    assert!(
+        connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=require"))
+            .await
+            .unwrap()
+    );
     // verify-ca: the chain is checked, the host name is not.
     let verify_ca = format!("sslmode=verify-ca&sslrootcert={ca}");
-    assert!(connect_and_check(&url(&cluster, "127.0.0.1", &verify_ca)).await.unwrap());
+    assert!(
+        connect_and_check(&url(&cluster, "127.0.0.1", &verify_ca))
+            .await
+            .unwrap()
+    );
     // verify-full: chain and host name.
     let verify_full = format!("sslmode=verify-full&sslrootcert={ca}");
-    assert!(connect_and_check(&url(&cluster, "localhost", &verify_full)).await.unwrap());
+    assert!(
+        connect_and_check(&url(&cluster, "localhost", &verify_full))
+            .await
+            .unwrap()
+    );
     // The key=value form says the same.
     let key_value = format!(
         "host=localhost port={} user=postgres dbname=postgres sslmode=verify-full sslrootcert={ca}",
@@ -164,7 +184,11 @@ async fn a_server_without_tls() {
     let ca = ca.display().to_string();
 
     // prefer falls back to plain text, as in libpq.
-    assert!(!connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=prefer")).await.unwrap());
+    assert!(
+        !connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=prefer"))
+            .await
+            .unwrap()
+    );
     // require and the verifying modes never fall back.
     assert_refused(
         connect_and_check(&url(&cluster, "127.0.0.1", "sslmode=require")).await,

@@ -118,7 +118,12 @@ async fn database_files_are_created_owner_only() {
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", path.display()));
         let mode = std::fs::metadata(&file)
-            .unwrap_or_else(|e| panic!("{} should exist while the store is open: {e}", file.display()))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} should exist while the store is open: {e}",
+                    file.display()
+                )
+            })
             .permissions()
             .mode()
             & 0o777;
@@ -874,7 +879,9 @@ async fn version_6_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         let version: i64 = conn
-            .query_row("SELECT max(version) FROM schema_migrations", [], |r| r.get(0))
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
             .unwrap();
         assert_eq!(version, 8);
         let indexes: i64 = conn
@@ -890,8 +897,14 @@ async fn version_6_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
     assert_eq!(
         store.payload_key_rows().await.unwrap(),
         vec![
-            KeyVersionRows { version: 1, rows: 1 },
-            KeyVersionRows { version: 2, rows: 1 },
+            KeyVersionRows {
+                version: 1,
+                rows: 1
+            },
+            KeyVersionRows {
+                version: 2,
+                rows: 1
+            },
         ],
         "the purged payload is not counted"
     );

@@ -1,12 +1,14 @@
 //! Command-line interface: `serve` (the gateway), `worker` (the background stages alone),
 //! `config check`, `send` (one signed request), `providers list` / `show` / `docs` (the
 //! built-in packs), `bench` (the load generator, with the default-on
-//! `bench` feature) and `events list` / `show` / `retry` (operator inspection and retry).
+//! `bench` feature), `events list` / `show` / `retry` (operator inspection and retry) and
+//! `keys status` (stored payloads per payload key version).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod events;
+pub mod keys;
 pub mod providers;
 pub mod send;
 
@@ -58,6 +60,11 @@ pub enum Command {
         #[command(subcommand)]
         command: events::EventsCommand,
     },
+    /// Payload key rotation: stored payloads per key version.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// Describe the built-in provider packs (no configuration needed).
     Providers {
         #[command(subcommand)]
@@ -99,6 +106,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench(args) => bench::run_blocking(args),
         Command::Worker { config } => run_gateway(config, Roles::WORKER),
         Command::Events { command } => events::run(command),
+        Command::Keys { command } => keys::run(command),
         Command::Providers { command } => providers::run(command),
     }
 }
@@ -156,7 +164,7 @@ impl Signals {
     async fn wait(mut self, gateway: &Gateway) {
         loop {
             tokio::select! {
-                _ = self.hup.recv() => match gateway.reload() {
+                _ = self.hup.recv() => match gateway.reload().await {
                     Ok(()) => tracing::info!("configuration reloaded"),
                     Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
                 },

@@ -96,11 +96,25 @@ impl Default for AdminConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StoreConfig {
+    /// The connection URL as resolved (it may hold a password: print only [`redact_url`]).
     pub url: String,
+    /// Where the URL came from when `store.url` was `env:NAME` or `file:PATH`.
+    pub url_source: Option<SecretSource>,
     pub group_commit: GroupCommitOptions,
     pub pool_size: usize,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &redact_url(&self.url))
+            .field("url_source", &self.url_source)
+            .field("group_commit", &self.group_commit)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
 }
 
 /// One trusted (or formerly trusted) secret version of an endpoint.
@@ -239,6 +253,10 @@ pub struct PayloadKeys {
     pub replay_key: std::sync::Arc<ReplayKey>,
     /// Where `replay_key` came from: the configured source, or `None` when derived.
     pub replay_key_source: Option<SecretSource>,
+    /// How often the re-seal stage looks for payloads under retired versions.
+    pub reseal_interval: Duration,
+    /// Payloads re-sealed per batch.
+    pub reseal_batch: u32,
 }
 
 impl std::fmt::Debug for PayloadKeys {
@@ -252,11 +270,20 @@ impl std::fmt::Debug for PayloadKeys {
             .field("active", &self.active)
             .field("keys", &versions)
             .field("replay_key_source", &self.replay_key_source)
+            .field("reseal_interval", &self.reseal_interval)
+            .field("reseal_batch", &self.reseal_batch)
             .finish()
     }
 }
 
 impl PayloadKeys {
+    /// The configured key versions, ascending.
+    pub fn versions(&self) -> Vec<u32> {
+        let mut versions: Vec<u32> = self.keys.iter().map(|(v, _, _)| *v).collect();
+        versions.sort_unstable();
+        versions
+    }
+
     pub fn keyring(&self) -> hookgate_core::seal::Keyring {
         hookgate_core::seal::Keyring::new(
             self.active,
@@ -330,18 +357,96 @@ fn valid_id(id: &str) -> bool {
 
 /// Hides a password in a database URL.
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
+    const HIDDEN: &str = "<redacted>";
+    let Some(scheme_end) = url.find("://") else {
+        // `key=value` form: hide the value of `password=` (quoted values included).
+        return redact_key_value_password(url);
+    };
+    let (before_query, query) = match url[scheme_end..].find('?') {
+        Some(q) => url.split_at(scheme_end + q),
+        None => (url, ""),
+    };
+    let mut out = match before_query.rfind('@') {
+        Some(at) if at > scheme_end => {
+            let userinfo = &before_query[scheme_end + 3..at];
             match userinfo.split_once(':') {
-                Some((user, _)) => {
-                    format!("{}://{user}:<redacted>{}", &url[..scheme_end], &url[at..])
-                }
-                None => url.to_owned(),
+                Some((user, _)) => format!(
+                    "{}://{user}:{HIDDEN}{}",
+                    &before_query[..scheme_end],
+                    &before_query[at..]
+                ),
+                None => before_query.to_owned(),
             }
         }
-        _ => url.to_owned(),
+        _ => before_query.to_owned(),
+    };
+    if let Some(query) = query.strip_prefix('?') {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => {
+                    format!("{key}={HIDDEN}")
+                }
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
+    out
 }
+
+/// `host=h password='p w' dbname=d` → `host=h password=<redacted> dbname=d` (libpq allows
+/// spaces around `=` and quoted values with `\'` escapes).
+fn redact_key_value_password(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((key_end, value_start)) = find_password_value(rest) {
+        out.push_str(&rest[..key_end]);
+        out.push_str("=<redacted>");
+        let value = &rest[value_start..];
+        let value_len = if let Some(quoted) = value.strip_prefix('\'') {
+            // A quoted value ends at the first quote not escaped by a backslash.
+            let mut escaped = false;
+            quoted
+                .char_indices()
+                .find(|&(_, c)| {
+                    let end = c == '\'' && !escaped;
+                    escaped = c == '\\' && !escaped;
+                    end
+                })
+                .map_or(value.len(), |(i, _)| i + 2)
+        } else {
+            value.find(char::is_whitespace).unwrap_or(value.len())
+        };
+        rest = &value[value_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The end of a `password` key (at the start or after whitespace, any case) that is followed
+/// by `=`, and where its value starts.
+fn find_password_value(text: &str) -> Option<(usize, usize)> {
+    let lower = text.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find("password") {
+        let at = from + i;
+        let key_end = at + "password".len();
+        let boundary = lower[..at]
+            .chars()
+            .next_back()
+            .is_none_or(char::is_whitespace);
+        let after_key = &text[key_end..];
+        let trimmed = after_key.trim_start();
+        if boundary && let Some(value) = trimmed.strip_prefix('=') {
+            let value_start = text.len() - value.trim_start().len();
+            return Some((key_end, value_start));
+        }
+        from = key_end;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests;

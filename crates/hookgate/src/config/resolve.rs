@@ -99,7 +99,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         Some(a) => resolve_admin(a, &mut warnings)?,
     };
 
-    let store_url = raw.store.url.trim().to_owned();
+    let (url_source, store_url) = resolve_store_url(raw.store.url.trim(), base)?;
     if !(store_url.starts_with("sqlite://")
         || store_url.starts_with("postgres://")
         || store_url.starts_with("postgresql://"))
@@ -107,8 +107,10 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         return Err(err("store.url", "must start with sqlite:// or postgres://"));
     }
     let defaults = GroupCommitOptions::default();
+    check_store_url(&store_url)?;
     let store = StoreConfig {
         url: store_url,
+        url_source,
         group_commit: GroupCommitOptions {
             enabled: raw.store.group_commit.unwrap_or(true),
             max_batch: positive(raw.store.max_batch, defaults.max_batch, "store.max_batch")?,
@@ -189,6 +191,31 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         destinations,
         warnings,
     })
+}
+
+/// `store.url` as written, or read from `env:NAME` / `file:PATH` so that the password is not in
+/// the TOML. Errors name the source, never the URL.
+fn resolve_store_url(
+    written: &str,
+    base: &Path,
+) -> Result<(Option<SecretSource>, String), ConfigError> {
+    if !(written.starts_with("env:") || written.starts_with("file:")) {
+        return Ok((None, written.to_owned()));
+    }
+    let (source, value) =
+        crate::secrets::resolve(written, base).map_err(|e| err("store.url", e))?;
+    Ok((Some(source), value.expose().trim().to_owned()))
+}
+
+/// What the store would refuse at open, refused at load (so `config check` and SIGHUP say it
+/// too): a PostgreSQL URL's `sslmode` / `sslrootcert`. Messages never quote the URL.
+fn check_store_url(url: &str) -> Result<(), ConfigError> {
+    if url.starts_with("sqlite://") {
+        return Ok(());
+    }
+    hookgate_store::postgres::PostgresStore::tls_settings(url)
+        .map(|_| ())
+        .map_err(|e| err("store.url", e))
 }
 
 fn resolve_worker(raw: Option<&raw::RawWorker>) -> Result<WorkerConfig, ConfigError> {
@@ -462,11 +489,27 @@ fn resolve_payload_keys(
             (ReplayKey::derive(&lowest[..]), None)
         }
     };
+    let reseal_interval_seconds = raw.reseal_interval_seconds.unwrap_or(60);
+    if reseal_interval_seconds == 0 || reseal_interval_seconds > 24 * 3600 {
+        return Err(err(
+            "payload_encryption.reseal_interval_seconds",
+            "must be between 1 and 86400",
+        ));
+    }
+    let reseal_batch = raw.reseal_batch.unwrap_or(100);
+    if reseal_batch == 0 || reseal_batch > 10_000 {
+        return Err(err(
+            "payload_encryption.reseal_batch",
+            "must be between 1 and 10000",
+        ));
+    }
     Ok(PayloadKeys {
         active: raw.active,
         keys,
         replay_key: Arc::new(replay_key),
         replay_key_source,
+        reseal_interval: Duration::from_secs(reseal_interval_seconds),
+        reseal_batch,
     })
 }
 

@@ -27,12 +27,23 @@ pub async fn payloads_are_counted_walked_and_resealed_per_key_version(store: Arc
         r.payload_key_version = 2;
         rows.push(r);
     }
-    assert!(accept_all(&store, rows, 4).await.iter().all(|(_, r)| r.is_ok()));
+    assert!(
+        accept_all(&store, rows, 4)
+            .await
+            .iter()
+            .all(|(_, r)| r.is_ok())
+    );
     assert_eq!(
         store.payload_key_rows().await.unwrap(),
         vec![
-            KeyVersionRows { version: 1, rows: 5 },
-            KeyVersionRows { version: 2, rows: 2 },
+            KeyVersionRows {
+                version: 1,
+                rows: 5
+            },
+            KeyVersionRows {
+                version: 2,
+                rows: 2
+            },
         ]
     );
 
@@ -44,7 +55,10 @@ pub async fn payloads_are_counted_walked_and_resealed_per_key_version(store: Arc
     let mut walked = Vec::new();
     let mut after: Option<String> = None;
     loop {
-        let batch = store.sealed_under(1, after.as_deref(), now, 2).await.unwrap();
+        let batch = store
+            .sealed_under(1, after.as_deref(), now, 2)
+            .await
+            .unwrap();
         assert!(batch.len() <= 2);
         let Some(last) = batch.last() else { break };
         after = Some(last.inbox_id.clone());
@@ -62,7 +76,10 @@ pub async fn payloads_are_counted_walked_and_resealed_per_key_version(store: Arc
     }
     for r in &walked {
         assert_eq!(r.key_version, 1);
-        assert_eq!(r.payload, format!("sealed:{}", r.provider_event_id).into_bytes());
+        assert_eq!(
+            r.payload,
+            format!("sealed:{}", r.provider_event_id).into_bytes()
+        );
         assert_eq!(r.provider, "stripe");
         assert_eq!(r.endpoint_id, "ep-keys");
     }
@@ -73,14 +90,22 @@ pub async fn payloads_are_counted_walked_and_resealed_per_key_version(store: Arc
         .iter()
         .map(|r| resealed(&r.inbox_id, 1, 3, &r.provider_event_id))
         .collect();
-    batch.push(resealed(&leased_id, leased[0].payload_key_version, 3, "leased"));
+    batch.push(resealed(
+        &leased_id,
+        leased[0].payload_key_version,
+        3,
+        "leased",
+    ));
     let written = store.reseal(batch, now).await.unwrap();
     assert_eq!(written, walked.len() as u64);
     let again = store
         .reseal(vec![resealed(&target, 1, 3, "twice")], now)
         .await
         .unwrap();
-    assert_eq!(again, 0, "a row no longer under version 1 is not written again");
+    assert_eq!(
+        again, 0,
+        "a row no longer under version 1 is not written again"
+    );
 
     let record = store.get_event(&target).await.unwrap().unwrap();
     assert_eq!(record.payload_key_version, 3);
