@@ -11,6 +11,7 @@ mod policies;
 pub mod raw;
 mod render;
 mod resolve;
+mod store;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ use raw::RawConfig;
 
 pub use policies::Rate;
 pub use render::render_redacted;
+pub use store::redact_url;
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -353,99 +355,6 @@ fn valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// Hides a password in a database URL.
-pub fn redact_url(url: &str) -> String {
-    const HIDDEN: &str = "<redacted>";
-    let Some(scheme_end) = url.find("://") else {
-        // `key=value` form: hide the value of `password=` (quoted values included).
-        return redact_key_value_password(url);
-    };
-    let (before_query, query) = match url[scheme_end..].find('?') {
-        Some(q) => url.split_at(scheme_end + q),
-        None => (url, ""),
-    };
-    let mut out = match before_query.rfind('@') {
-        Some(at) if at > scheme_end => {
-            let userinfo = &before_query[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!(
-                    "{}://{user}:{HIDDEN}{}",
-                    &before_query[..scheme_end],
-                    &before_query[at..]
-                ),
-                None => before_query.to_owned(),
-            }
-        }
-        _ => before_query.to_owned(),
-    };
-    if let Some(query) = query.strip_prefix('?') {
-        let params: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((key, _)) if key.eq_ignore_ascii_case("password") => {
-                    format!("{key}={HIDDEN}")
-                }
-                _ => kv.to_owned(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&params.join("&"));
-    }
-    out
-}
-
-/// `host=h password='p w' dbname=d` → `host=h password=<redacted> dbname=d` (libpq allows
-/// spaces around `=` and quoted values with `\'` escapes).
-fn redact_key_value_password(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some((key_end, value_start)) = find_password_value(rest) {
-        out.push_str(&rest[..key_end]);
-        out.push_str("=<redacted>");
-        let value = &rest[value_start..];
-        let value_len = if let Some(quoted) = value.strip_prefix('\'') {
-            // A quoted value ends at the first quote not escaped by a backslash.
-            let mut escaped = false;
-            quoted
-                .char_indices()
-                .find(|&(_, c)| {
-                    let end = c == '\'' && !escaped;
-                    escaped = c == '\\' && !escaped;
-                    end
-                })
-                .map_or(value.len(), |(i, _)| i + 2)
-        } else {
-            value.find(char::is_whitespace).unwrap_or(value.len())
-        };
-        rest = &value[value_len..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The end of a `password` key (at the start or after whitespace, any case) that is followed
-/// by `=`, and where its value starts.
-fn find_password_value(text: &str) -> Option<(usize, usize)> {
-    let lower = text.to_ascii_lowercase();
-    let mut from = 0;
-    while let Some(i) = lower[from..].find("password") {
-        let at = from + i;
-        let key_end = at + "password".len();
-        let boundary = lower[..at]
-            .chars()
-            .next_back()
-            .is_none_or(char::is_whitespace);
-        let after_key = &text[key_end..];
-        let trimmed = after_key.trim_start();
-        if boundary && let Some(value) = trimmed.strip_prefix('=') {
-            let value_start = text.len() - value.trim_start().len();
-            return Some((key_end, value_start));
-        }
-        from = key_end;
-    }
-    None
 }
 
 #[cfg(test)]

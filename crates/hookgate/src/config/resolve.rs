@@ -9,7 +9,6 @@ use std::time::Duration;
 use base64::Engine;
 use hookgate_core::seal::ReplayKey;
 use hookgate_providers::pack::{self, Pack};
-use hookgate_store::GroupCommitOptions;
 use ipnet::IpNet;
 use zeroize::Zeroizing;
 
@@ -17,7 +16,7 @@ use super::policies::{resolve_rate, resolve_retry};
 use super::raw::{self, RawConfig, RawEndpoint};
 use super::{
     AdminConfig, Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind,
-    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig, StoreConfig,
+    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig,
     StripeApiConfig, TlsPaths, WorkerConfig, destinations, err, valid_id,
 };
 use crate::secrets::{self, SecretSource};
@@ -99,39 +98,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         Some(a) => resolve_admin(a, &mut warnings)?,
     };
 
-    let (url_source, store_url) = resolve_store_url(raw.store.url.trim(), base)?;
-    if !(store_url.starts_with("sqlite://")
-        || store_url.starts_with("postgres://")
-        || store_url.starts_with("postgresql://"))
-    {
-        return Err(err("store.url", "must start with sqlite:// or postgres://"));
-    }
-    let defaults = GroupCommitOptions::default();
-    check_store_url(&store_url)?;
-    let store = StoreConfig {
-        url: store_url,
-        url_source,
-        group_commit: GroupCommitOptions {
-            enabled: raw.store.group_commit.unwrap_or(true),
-            max_batch: positive(raw.store.max_batch, defaults.max_batch, "store.max_batch")?,
-            queue_capacity: positive(
-                raw.store.queue_capacity,
-                defaults.queue_capacity,
-                "store.queue_capacity",
-            )?,
-            max_queue_wait: Duration::from_millis(positive(
-                raw.store.max_queue_wait_ms.map(|v| v as usize),
-                defaults.max_queue_wait.as_millis() as usize,
-                "store.max_queue_wait_ms",
-            )? as u64),
-        },
-        pool_size: positive(raw.store.pool_size, 16, "store.pool_size")?,
-    };
-    if !store.group_commit.enabled {
-        warnings.push(
-            "store.group_commit = false: one transaction per request (for measurement only)".into(),
-        );
-    }
+    let store = super::store::resolve_store(&raw.store, base, &mut warnings)?;
 
     let payload_keys = resolve_payload_keys(&raw.payload_encryption, base, &mut warnings)?;
 
@@ -191,31 +158,6 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         destinations,
         warnings,
     })
-}
-
-/// `store.url` as written, or read from `env:NAME` / `file:PATH` so that the password is not in
-/// the TOML. Errors name the source, never the URL.
-fn resolve_store_url(
-    written: &str,
-    base: &Path,
-) -> Result<(Option<SecretSource>, String), ConfigError> {
-    if !(written.starts_with("env:") || written.starts_with("file:")) {
-        return Ok((None, written.to_owned()));
-    }
-    let (source, value) =
-        crate::secrets::resolve(written, base).map_err(|e| err("store.url", e))?;
-    Ok((Some(source), value.expose().trim().to_owned()))
-}
-
-/// What the store would refuse at open, refused at load (so `config check` and SIGHUP say it
-/// too): a PostgreSQL URL's `sslmode` / `sslrootcert`. Messages never quote the URL.
-fn check_store_url(url: &str) -> Result<(), ConfigError> {
-    if url.starts_with("sqlite://") {
-        return Ok(());
-    }
-    hookgate_store::postgres::PostgresStore::tls_settings(url)
-        .map(|_| ())
-        .map_err(|e| err("store.url", e))
 }
 
 fn resolve_worker(raw: Option<&raw::RawWorker>) -> Result<WorkerConfig, ConfigError> {
@@ -421,7 +363,11 @@ fn resolve_admin(
     Ok((Some(listen), admin))
 }
 
-fn positive(value: Option<usize>, default: usize, key: &str) -> Result<usize, ConfigError> {
+pub(super) fn positive(
+    value: Option<usize>,
+    default: usize,
+    key: &str,
+) -> Result<usize, ConfigError> {
     match value {
         Some(0) => Err(err(key, "must be greater than 0")),
         Some(v) => Ok(v),

@@ -238,7 +238,7 @@ fn worker_with_nothing_to_run_is_an_error() {
     assert!(out.stdout.is_empty(), "nothing was bound");
 }
 
-/// `stage.panic` makes the first three steps of the process panic: the processing loop dies,
+/// `stage.panic` makes the first three steps of each stage panic: the processing loop dies,
 /// `/readyz` says so (503 naming the stage) while it waits to restart, and after the
 /// restarts (100, 200, 400 ms apart) the stage runs and the gateway is ready again.
 #[cfg(feature = "failpoints")]
