@@ -82,8 +82,18 @@ fn metric(admin: std::net::SocketAddr, line_start: &str) -> Option<f64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rotation_reseals_stored_payloads_and_refuses_removing_a_key_in_use() {
+async fn rotation_reseals_stored_payloads_and_refuses_removing_a_key_in_use_sqlite() {
+    rotation_reseals_and_refuses_removal(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotation_reseals_stored_payloads_and_refuses_removing_a_key_in_use_postgres() {
+    rotation_reseals_and_refuses_removal(Backend::Postgres).await;
+}
+
+async fn rotation_reseals_and_refuses_removal(backend: Backend) {
     let files = TestGateway::builder()
+        .backend(backend)
         .workers(0)
         .endpoints(&endpoint_toml("sw", "standard_webhooks", &[SW_SECRET], ""))
         .write()
