@@ -90,6 +90,14 @@ impl ResealLoop {
         let runtime = self.state.runtime.load_full();
         let keys = &runtime.config.payload_keys;
         let active = runtime.keyring.active_version();
+        if pass
+            .current
+            .as_ref()
+            .is_some_and(|(version, _, _)| *version == active)
+        {
+            // A reload made the version being walked the active one: nothing to do for it.
+            pass.current = None;
+        }
         if pass.current.is_none() {
             let counts = self.state.store.payload_key_rows().await?;
             telemetry::payload_key_rows(&counts, &keys.versions());
