@@ -32,6 +32,7 @@ use std::fmt;
 use hookgate_core::{InboxStatus, Outcome};
 
 mod admission;
+pub mod keys;
 mod lease;
 mod migrations;
 mod open;
@@ -44,6 +45,7 @@ pub mod sqlite;
 mod statements;
 pub mod store;
 
+pub use keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
 pub use open::{OpenOptions, open};
 pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 pub use processing::{

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use hookgate_core::{OutboxStatus, Outcome};
 
+use crate::keys::PayloadKeyStore;
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
     FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
@@ -202,14 +203,22 @@ pub trait InspectStore: Send + Sync {
     async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError>;
 }
 
-/// Everything a gateway process uses: the union of the four roles.
+/// Everything a gateway process uses: the union of the four roles and key rotation
+/// ([`PayloadKeyStore`]).
 pub trait Store:
-    InboxStore + ProcessingStore + OutboxStore + InspectStore + Send + Sync + 'static
+    InboxStore + ProcessingStore + OutboxStore + InspectStore + PayloadKeyStore + Send + Sync + 'static
 {
 }
 
 impl<T> Store for T where
-    T: InboxStore + ProcessingStore + OutboxStore + InspectStore + Send + Sync + 'static
+    T: InboxStore
+        + ProcessingStore
+        + OutboxStore
+        + InspectStore
+        + PayloadKeyStore
+        + Send
+        + Sync
+        + 'static
 {
 }
 

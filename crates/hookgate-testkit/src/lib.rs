@@ -144,6 +144,27 @@ pub fn throwaway_cluster() -> PgCluster {
     }
 }
 
+/// A server certificate and its private key, both PEM, for [`throwaway_cluster_with_tls`].
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+/// Starts a cluster of this test's own with `ssl = on`, serving `tls` (plain connections are
+/// still accepted, as with a default `pg_hba.conf`, so clients choose with `sslmode`).
+///
+/// # Panics
+/// When PostgreSQL's server binaries cannot be found or the cluster cannot start.
+pub fn throwaway_cluster_with_tls(tls: &ServerTls) -> PgCluster {
+    match PgCluster::start_configured(Some(tls)) {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "cannot start a throwaway PostgreSQL cluster with TLS: {e}\n{HOW_TO_GET_POSTGRES}"
+        ),
+    }
+}
+
 impl PgCluster {
     /// URL of the cluster's `postgres` database.
     pub fn url(&self) -> String {
@@ -233,6 +254,10 @@ impl PgCluster {
     }
 
     fn start_new() -> Result<PgCluster, String> {
+        Self::start_configured(None)
+    }
+
+    fn start_configured(tls: Option<&ServerTls>) -> Result<PgCluster, String> {
         let tools = Tools::find()?;
         let dir = std::env::temp_dir().join(unique_name("hookgate-pg"));
         std::fs::create_dir_all(&dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
@@ -261,6 +286,9 @@ impl PgCluster {
             "--no-sync",
         ]);
         run(&mut initdb)?;
+        if let Some(tls) = tls {
+            cluster.install_tls(tls)?;
+        }
         let mut last_err = String::new();
         for _ in 0..5 {
             cluster.port = free_port()?;
@@ -277,6 +305,26 @@ impl PgCluster {
             }
         }
         Err(last_err)
+    }
+
+    /// Writes the certificate and key into the data directory (the key `0600` and owned by the
+    /// server's user, as PostgreSQL insists) and turns `ssl` on.
+    fn install_tls(&self, tls: &ServerTls) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data_dir();
+        for (name, pem) in [("server.crt", &tls.cert_pem), ("server.key", &tls.key_pem)] {
+            let path = data.join(name);
+            std::fs::write(&path, pem).map_err(|e| format!("write {}: {e}", path.display()))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+            if self.tools.as_postgres_user {
+                run(Command::new("chown").arg("postgres:postgres").arg(&path))?;
+            }
+        }
+        append(
+            &data.join("postgresql.conf"),
+            "\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n",
+        )
     }
 
     /// `sh` loop that outlives nothing: once the test process is gone, stop the server and

@@ -132,6 +132,8 @@ pub struct Gateway {
     /// Whether this process runs the webhook listener, and `--dev`: the literal-secret rule.
     webhook_role: bool,
     dev: bool,
+    /// The webhook listener's certificate (built-in TLS), re-read on SIGHUP too.
+    tls_cert: Option<Arc<ingress::tls::ReloadingCert>>,
 }
 
 impl Gateway {
@@ -157,9 +159,19 @@ impl Gateway {
             Some(store) => store,
             None => open_store(&config).await?,
         };
+        let key_rows =
+            crate::stage::reseal::refuse_removed_versions(&store, &config.payload_keys).await?;
+        telemetry::payload_key_rows(&key_rows, &config.payload_keys.versions());
+        let mut tls_cert = None;
         let webhook = if roles.ingress {
             let tls = match &config.server.tls {
-                Some(t) => Some(ingress::tls_acceptor(&t.cert, &t.key)?),
+                Some(paths) => {
+                    let cert = ingress::tls::ReloadingCert::load(paths)?;
+                    let acceptor = cert.acceptor()?;
+                    cert.spawn_polling();
+                    tls_cert = Some(cert);
+                    Some(acceptor)
+                }
                 None => None,
             };
             let listener = ingress::bind(config.server.listen, config.server.max_connections)
@@ -237,6 +249,12 @@ impl Gateway {
         {
             stages.push((pool, crate::relay::grace(&state)));
         }
+        if roles.workers {
+            stages.push((
+                crate::stage::reseal::start(&state),
+                std::time::Duration::from_secs(5),
+            ));
+        }
         tracing::info!(webhook = ?listening.webhook, admin = ?listening.admin, "hookgate listening");
         Ok(Gateway {
             webhook_addr: listening.webhook,
@@ -250,12 +268,14 @@ impl Gateway {
             config_path,
             webhook_role: roles.ingress,
             dev: parts.dev,
+            tls_cert,
         })
     }
     /// Re-reads the configuration file and every secret that is not retired. A secret that
     /// cannot be read keeps its cached value (it does not fail the reload); a retired one is
     /// never read. On any configuration error the running configuration stays, the failure
-    /// is counted and shown by `/readyz` until a reload succeeds, and the error is returned.
+    /// is counted and shown by `/readyz` until a reload succeeds, and the error is returned;
+    /// so is a configuration without a payload key some stored payload is sealed under.
     pub async fn reload(&self) -> anyhow::Result<()> {
         match self.try_reload().await {
             Ok(()) => {
@@ -273,8 +293,14 @@ impl Gateway {
     }
 
     async fn try_reload(&self) -> anyhow::Result<()> {
+        if let Some(cert) = &self.tls_cert {
+            // The certificate files are independent of the configuration's validity.
+            cert.reload_if_changed();
+        }
         let config = Config::load(&self.config_path)?;
         config.check_dev_only(self.webhook_role, self.dev)?;
+        crate::stage::reseal::refuse_removed_versions(&self.state.store, &config.payload_keys)
+            .await?;
         let current = self.state.runtime.load_full();
         if config.server.listen != current.config.server.listen
             || config.store.url != current.config.store.url

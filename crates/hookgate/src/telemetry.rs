@@ -36,6 +36,10 @@ pub const SECRET_AGE: &str = "hookgate_secret_age_seconds";
 pub const SECRET_REFRESH_FAILURES: &str = "hookgate_secret_refresh_failures_total";
 pub const ENDPOINT_SECRET_USABLE: &str = "hookgate_endpoint_secret_usable";
 pub const CONFIG_RELOAD_FAILURES: &str = "hookgate_config_reload_failures_total";
+pub const PAYLOAD_KEY_ROWS: &str = "hookgate_payload_key_rows";
+pub const PAYLOADS_RESEALED: &str = "hookgate_payloads_resealed_total";
+pub const RESEAL_FAILURES: &str = "hookgate_payload_reseal_failures_total";
+pub const TLS_CERT_RELOADS: &str = "hookgate_tls_certificate_reloads_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -350,6 +354,60 @@ pub fn config_reload_failed(reason: &str) {
 pub fn config_reloaded() {
     counter!(CONFIG_RELOAD_FAILURES).increment(0);
     tracing::info!("configuration reloaded");
+}
+
+/// Stored payloads per key version (`counts`), and 0 for every other `configured` version.
+pub fn payload_key_rows(counts: &[hookgate_store::KeyVersionRows], configured: &[u32]) {
+    for version in configured {
+        if !counts.iter().any(|c| c.version == *version) {
+            gauge!(PAYLOAD_KEY_ROWS, "version" => version.to_string()).set(0.0);
+        }
+    }
+    for c in counts {
+        gauge!(PAYLOAD_KEY_ROWS, "version" => c.version.to_string()).set(c.rows as f64);
+    }
+}
+
+/// A batch of payloads re-sealed from key version `from` to `to` (progress of a rotation).
+pub fn payloads_resealed(from: u32, to: u32, written: u64, remaining_before: u64) {
+    counter!(PAYLOADS_RESEALED, "from_version" => from.to_string()).increment(written);
+    tracing::info!(
+        from_version = from,
+        to_version = to,
+        resealed = written,
+        remaining = remaining_before.saturating_sub(written),
+        "payloads re-sealed with the active key"
+    );
+}
+
+/// A stored payload that could not be opened to re-seal it (left as it is).
+pub fn reseal_failed(inbox_id: &str, version: u32, reason: &str) {
+    counter!(RESEAL_FAILURES).increment(1);
+    tracing::error!(
+        inbox_id,
+        key_version = version,
+        reason,
+        "cannot re-seal a stored payload"
+    );
+}
+
+/// The re-seal stage could not read or write the store this step (it tries again later).
+pub fn reseal_store_failed(error: &hookgate_store::StoreError) {
+    counter!(RESEAL_FAILURES).increment(1);
+    tracing::warn!(error = %error, "re-seal batch failed; retrying later");
+}
+
+/// The webhook listener's certificate files were read again: `result` is `"reloaded"`,
+/// `"unchanged"` is not counted, or `"failed"` (the previous certificate stays).
+pub fn tls_certificate_reload(result: &'static str, reason: Option<&str>) {
+    counter!(TLS_CERT_RELOADS, "result" => result).increment(1);
+    match reason {
+        None => tracing::info!("server.tls: certificate and key reloaded"),
+        Some(reason) => tracing::error!(
+            reason,
+            "server.tls: the new certificate or key is unusable; still serving the previous one"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,18 @@ pub(super) enum Failure {
 pub(super) fn describe(err: &tokio_postgres::Error) -> String {
     match err.as_db_error() {
         Some(db) => format!("{} {}: {}", db.severity(), db.code().code(), db.message()),
-        None => err.to_string(),
+        // The driver's own message names only the step ("error performing TLS handshake");
+        // its sources say why (an untrusted certificate, a refused connection).
+        None => {
+            let mut text = err.to_string();
+            let mut source = std::error::Error::source(err);
+            while let Some(cause) = source {
+                text.push_str(": ");
+                text.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            text
+        }
     }
 }
 

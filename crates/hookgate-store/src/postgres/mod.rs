@@ -15,17 +15,21 @@
 //! the one read helper and the [`crate::InspectStore`] impl; `payments.rs` the payments
 //! handler's business table; `schema.rs` migrations, serialised across instances by an
 //! advisory lock; `error.rs` the classification of failures.
-//! TLS is not supported yet (`NoTls`): use a local socket, a trusted network or a proxy.
+//! `tls.rs` is TLS with rustls (`sslmode`, `sslrootcert`, as in libpq).
 
 mod accept;
 mod error;
+mod keys;
 mod outbox;
 mod payments;
 mod processing;
 mod read;
 mod replay;
 mod schema;
+mod tls;
 mod tx;
+
+pub use tls::{RootCert, SslMode, TlsSettings};
 
 use std::str::FromStr;
 use std::sync::{Arc, Mutex as StdMutex};
@@ -108,7 +112,28 @@ impl PostgresStore {
         url: &str,
         options: &PostgresOptions,
     ) -> Result<tokio_postgres::Config, StoreError> {
+        Self::client_config_with_tls(url, options).map(|(config, _, _)| config)
+    }
+
+    /// The TLS settings `url` means (its `sslmode`, or the default for its hosts).
+    pub fn tls_settings(url: &str) -> Result<TlsSettings, StoreError> {
+        Self::client_config_with_tls(url, &PostgresOptions::default())
+            .map(|(_, settings, _)| settings)
+    }
+
+    fn client_config_with_tls(
+        url: &str,
+        options: &PostgresOptions,
+    ) -> Result<
+        (
+            tokio_postgres::Config,
+            TlsSettings,
+            tokio_postgres_rustls::MakeRustlsConnect,
+        ),
+        StoreError,
+    > {
         let (url, url_schema) = split_schema(url);
+        let (url, sslmode, sslrootcert) = tls::split_tls_params(&url);
         let schema = options.schema.clone().or(url_schema);
         if let Some(schema) = &schema {
             validate_schema(schema)?;
@@ -135,8 +160,9 @@ impl PostgresStore {
             server_options = format!("{existing} {server_options}");
         }
         config.options(server_options);
-
-        Ok(config)
+        let settings = tls::settings(&config, sslmode.as_deref(), sslrootcert.as_deref())?;
+        let connector = tls::connector(&mut config, &settings)?;
+        Ok((config, settings, connector))
     }
 
     /// Connects, applies pending migrations (safely when several instances start at once),
@@ -145,7 +171,11 @@ impl PostgresStore {
         url: &str,
         mut options: PostgresOptions,
     ) -> Result<PostgresStore, StoreError> {
-        let config = Self::client_config(url, &options)?;
+        let (config, tls_settings, connector) = Self::client_config_with_tls(url, &options)?;
+        tracing::debug!(
+            sslmode = tls_settings.mode.as_str(),
+            "postgres TLS settings"
+        );
         if options.schema.is_none() {
             options.schema = split_schema(url).1;
         }
@@ -160,7 +190,7 @@ impl PostgresStore {
 
         let manager = Manager::from_config(
             config,
-            tokio_postgres::NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -332,6 +362,12 @@ impl InboxStore for PostgresStore {
 /// Splits a `schema=NAME` option off the URL (URL query or `key=value` form), since the
 /// driver does not know it.
 fn split_schema(url: &str) -> (String, Option<String>) {
+    split_param(url, "schema")
+}
+
+/// Splits the option `key` off the URL (URL query or `key=value` form); the last one wins.
+fn split_param(url: &str, key: &str) -> (String, Option<String>) {
+    let prefix = format!("{key}=");
     if url.contains("://") {
         let Some((base, query)) = url.split_once('?') else {
             return (url.to_owned(), None);
@@ -339,7 +375,7 @@ fn split_schema(url: &str) -> (String, Option<String>) {
         let mut schema = None;
         let rest: Vec<&str> = query
             .split('&')
-            .filter(|kv| match kv.strip_prefix("schema=") {
+            .filter(|kv| match kv.strip_prefix(prefix.as_str()) {
                 Some(v) => {
                     schema = Some(v.to_owned());
                     false
@@ -357,7 +393,7 @@ fn split_schema(url: &str) -> (String, Option<String>) {
         let mut schema = None;
         let rest: Vec<&str> = url
             .split_whitespace()
-            .filter(|kv| match kv.strip_prefix("schema=") {
+            .filter(|kv| match kv.strip_prefix(prefix.as_str()) {
                 Some(v) => {
                     schema = Some(v.to_owned());
                     false

@@ -34,6 +34,11 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/postgres/0007_stage_faults.sql"),
     ),
+    // Version 8 is taken by another change in flight; numbers are never reused or renumbered.
+    (
+        9,
+        include_str!("../../migrations/postgres/0009_payload_key_index.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

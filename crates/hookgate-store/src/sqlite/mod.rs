@@ -22,6 +22,7 @@
 mod checkpoint;
 mod command;
 mod error;
+mod keys;
 mod outbox;
 mod payments;
 mod processing;
@@ -118,6 +119,7 @@ impl SqliteStore {
                 StoreError::Unavailable(format!("cannot create {}: {e}", parent.display()))
             })?;
         }
+        create_private_file(path)?;
         let mut conn = open_write_connection(path)?;
         schema::migrate(&mut conn)?;
 
@@ -297,6 +299,45 @@ impl InboxStore for SqliteStore {
             let _ = tokio::task::spawn_blocking(move || checkpointer.stop()).await;
         }
         self.reads.clear();
+    }
+}
+
+/// Creates the database file `0600` when it does not exist yet, whatever the umask: it holds
+/// sealed payloads, idempotency records and business state. SQLite creates `-wal` and `-shm`
+/// with the permissions of the database file, so they are `0600` too. An existing file keeps
+/// its permissions (an operator may have chosen them), with a warning when others can read it.
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(file) => {
+            // `mode` is filtered by the umask, which can only remove bits: set it exactly.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| {
+                    StoreError::Unavailable(format!("cannot chmod {}: {e}", path.display()))
+                })?;
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if let Ok(meta) = std::fs::metadata(path)
+                && meta.permissions().mode() & 0o077 != 0
+            {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                    "the database file is readable or writable by others than its owner"
+                );
+            }
+            Ok(())
+        }
+        Err(e) => Err(StoreError::Unavailable(format!(
+            "cannot create {}: {e}",
+            path.display()
+        ))),
     }
 }
 

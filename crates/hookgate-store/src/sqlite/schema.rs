@@ -30,6 +30,11 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/sqlite/0006_stage_faults.sql"),
     ),
+    // Version 7 is taken by another change in flight; numbers are never reused or renumbered.
+    (
+        8,
+        include_str!("../../migrations/sqlite/0008_payload_key_index.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -97,7 +102,7 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5, 6, 8]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))

@@ -5,6 +5,7 @@
 #[macro_use]
 mod conformance;
 mod postgres;
+mod postgres_tls;
 mod sqlite;
 #[cfg(feature = "failpoints")]
 mod sqlite_failpoint;

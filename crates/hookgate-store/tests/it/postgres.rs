@@ -491,7 +491,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 9]);
     for s in stores {
         s.close().await;
     }
@@ -942,5 +942,100 @@ async fn migration_7_makes_old_deliveries_due_and_orders_fetches_by_lease() {
     assert_eq!(outcome, hookgate_core::Outcome::Applied);
     let state = store.payment_state("pi_old").await.unwrap().unwrap();
     assert_eq!(state.status, "new");
+    store.close().await;
+}
+
+/// A database at schema version 7 (before the payload key index) opens at version 9 with its
+/// rows as they were; a purged payload (`payload` NULL) pins no key and is not re-sealed.
+#[tokio::test]
+async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
+    use hookgate_store::{KeyVersionRows, PayloadKeyStore};
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let mut old = row("stripe", "ep", "evt_v1");
+    old.payload_key_version = 1;
+    let mut purged = row("stripe", "ep", "evt_purged");
+    purged.payload_key_version = 1;
+    let mut newer = row("stripe", "ep", "evt_v2");
+    newer.payload_key_version = 2;
+    for r in [old, purged.clone(), newer] {
+        store.accept(r).await.unwrap();
+    }
+    store.close().await;
+    // As a version 7 gateway left it, then retention purged one payload.
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 7;",
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE inbox SET payload = NULL WHERE inbox_id = $1",
+            &[&purged.inbox_id],
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let version: i64 = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 9);
+    let index: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'inbox_payload_key'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(index, 1);
+    assert_eq!(store.count_inbox().await.unwrap(), 3, "no row lost");
+    assert_eq!(
+        store.payload_key_rows().await.unwrap(),
+        vec![
+            KeyVersionRows {
+                version: 1,
+                rows: 1
+            },
+            KeyVersionRows {
+                version: 2,
+                rows: 1
+            },
+        ],
+        "the purged payload is not counted"
+    );
+    let walked = store
+        .sealed_under(1, None, conformance::now_ms(), 10)
+        .await
+        .unwrap();
+    assert_eq!(walked.len(), 1);
+    assert_eq!(walked[0].payload, b"sealed:evt_v1".to_vec());
+    let written = store
+        .reseal(
+            vec![hookgate_store::ResealedPayload {
+                inbox_id: purged.inbox_id.clone(),
+                from_version: 1,
+                key_version: 2,
+                payload: b"resurrected".to_vec(),
+                payload_digest: vec![1; 32],
+            }],
+            conformance::now_ms(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(written, 0);
+    assert_eq!(
+        store
+            .get_event(&purged.inbox_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .payload,
+        None
+    );
     store.close().await;
 }

@@ -103,6 +103,36 @@ async fn open_url_creates_parent_directories() {
     ));
 }
 
+/// The database, its WAL and its shared-memory index are created readable by their owner only,
+/// whatever the process umask (this test process runs with the usual 022).
+#[tokio::test]
+async fn database_files_are_created_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let shared: Arc<dyn Store> = Arc::new(store);
+    let results = accept_all(&shared, vec![row("ep-perm", "evt_1")], 1).await;
+    assert!(results.iter().all(|(_, r)| r.is_ok()));
+    let mut seen = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        let mode = std::fs::metadata(&file)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} should exist while the store is open: {e}",
+                    file.display()
+                )
+            })
+            .permissions()
+            .mode()
+            & 0o777;
+        seen.push((suffix, mode));
+    }
+    shared.close().await;
+    assert_eq!(seen, vec![("", 0o600), ("-wal", 0o600), ("-shm", 0o600)]);
+}
+
 /// Re-opening applies no migration twice and keeps the data (and the unique key).
 #[tokio::test]
 async fn reopen_is_idempotent() {
@@ -138,7 +168,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 8]);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
@@ -810,5 +840,96 @@ async fn version_4_database_upgrades_to_6() {
         state.status, "new",
         "a row from before lease numbers gives way"
     );
+    store.close().await;
+}
+
+/// A database at schema version 6 (before the payload key index) opens at version 8 with its
+/// rows, their payloads and key versions as they were; a purged payload pins no key.
+#[tokio::test]
+async fn version_6_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
+    use hookgate_store::{KeyVersionRows, PayloadKeyStore};
+    let dir = TempDir::new().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let mut old = row("ep", "evt_v1");
+    old.payload_key_version = 1;
+    let mut purged = row("ep", "evt_purged");
+    purged.payload_key_version = 1;
+    let mut newer = row("ep", "evt_v2");
+    newer.payload_key_version = 2;
+    for r in [old, purged.clone(), newer] {
+        store.accept(r).await.unwrap();
+    }
+    store.close().await;
+    drop(store);
+    {
+        // As a version 6 gateway left it, then retention purged one payload.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 6;",
+        )
+        .unwrap();
+        conn.execute(
+            "DELETE FROM inbox_payload WHERE inbox_id = ?1",
+            [&purged.inbox_id],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 8);
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'inbox_payload_key'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 1);
+    }
+    assert_eq!(store.count_inbox().await.unwrap(), 3, "no row lost");
+    assert_eq!(
+        store.payload_key_rows().await.unwrap(),
+        vec![
+            KeyVersionRows {
+                version: 1,
+                rows: 1
+            },
+            KeyVersionRows {
+                version: 2,
+                rows: 1
+            },
+        ],
+        "the purged payload is not counted"
+    );
+    let walked = store
+        .sealed_under(1, None, conformance::now_ms(), 10)
+        .await
+        .unwrap();
+    assert_eq!(walked.len(), 1);
+    assert_eq!(walked[0].payload, b"sealed:evt_v1".to_vec());
+    // A re-seal of the purged row writes nothing (and brings no payload back).
+    let written = store
+        .reseal(
+            vec![hookgate_store::ResealedPayload {
+                inbox_id: purged.inbox_id.clone(),
+                from_version: 1,
+                key_version: 2,
+                payload: b"resurrected".to_vec(),
+                payload_digest: vec![1; 32],
+            }],
+            conformance::now_ms(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(written, 0);
+    let record = store.get_event(&purged.inbox_id).await.unwrap().unwrap();
+    assert_eq!(record.payload, None);
     store.close().await;
 }

@@ -1,12 +1,14 @@
 //! Command-line interface: `serve` (the gateway), `worker` (the background stages alone),
 //! `config check`, `send` (one signed request), `providers list` / `show` / `docs` (the
 //! built-in packs), `bench` (the load generator, with the default-on
-//! `bench` feature) and `events list` / `show` / `retry` (operator inspection and retry).
+//! `bench` feature), `events list` / `show` / `retry` (operator inspection and retry) and
+//! `keys status` (stored payloads per payload key version).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod events;
+pub mod keys;
 pub mod providers;
 pub mod providers_test;
 pub mod send;
@@ -65,6 +67,11 @@ pub enum Command {
         #[command(subcommand)]
         command: events::EventsCommand,
     },
+    /// Payload key rotation: stored payloads per key version.
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// Describe the provider packs (built-in, or a configuration's with --config) and test a
     /// captured request against an endpoint's pack.
     Providers {
@@ -110,6 +117,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Bench(args) => bench::run_blocking(args),
         Command::Worker { config, dev } => run_gateway(config, Roles::WORKER, dev),
         Command::Events { command } => events::run(command),
+        Command::Keys { command } => keys::run(command),
         Command::Providers { command } => providers::run(command),
     }
 }

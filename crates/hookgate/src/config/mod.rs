@@ -13,6 +13,7 @@ pub mod raw;
 mod render;
 mod resolve;
 mod secrets;
+mod store;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,7 @@ use raw::RawConfig;
 
 pub use policies::Rate;
 pub use render::render_redacted;
+pub use store::redact_url;
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -97,11 +99,25 @@ impl Default for AdminConfig {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StoreConfig {
+    /// The connection URL as resolved (it may hold a password: print only [`redact_url`]).
     pub url: String,
+    /// Where the URL came from when `store.url` was `env:NAME` or `file:PATH`.
+    pub url_source: Option<SecretSource>,
     pub group_commit: GroupCommitOptions,
     pub pool_size: usize,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("url", &redact_url(&self.url))
+            .field("url_source", &self.url_source)
+            .field("group_commit", &self.group_commit)
+            .field("pool_size", &self.pool_size)
+            .finish()
+    }
 }
 
 /// One trusted (or formerly trusted) secret version of an endpoint. Its value is not here:
@@ -268,6 +284,10 @@ pub struct PayloadKeys {
     pub replay_key: std::sync::Arc<ReplayKey>,
     /// Where `replay_key` came from: the configured source, or `None` when derived.
     pub replay_key_source: Option<SecretSource>,
+    /// How often the re-seal stage looks for payloads under retired versions.
+    pub reseal_interval: Duration,
+    /// Payloads re-sealed per batch.
+    pub reseal_batch: u32,
 }
 
 impl std::fmt::Debug for PayloadKeys {
@@ -281,11 +301,20 @@ impl std::fmt::Debug for PayloadKeys {
             .field("active", &self.active)
             .field("keys", &versions)
             .field("replay_key_source", &self.replay_key_source)
+            .field("reseal_interval", &self.reseal_interval)
+            .field("reseal_batch", &self.reseal_batch)
             .finish()
     }
 }
 
 impl PayloadKeys {
+    /// The configured key versions, ascending.
+    pub fn versions(&self) -> Vec<u32> {
+        let mut versions: Vec<u32> = self.keys.iter().map(|(v, _, _)| *v).collect();
+        versions.sort_unstable();
+        versions
+    }
+
     pub fn keyring(&self) -> hookgate_core::seal::Keyring {
         hookgate_core::seal::Keyring::new(
             self.active,
@@ -396,20 +425,5 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Hides a password in a database URL.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => {
-                    format!("{}://{user}:<redacted>{}", &url[..scheme_end], &url[at..])
-                }
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
 #[cfg(test)]
 mod tests;

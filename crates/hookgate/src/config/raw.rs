@@ -137,6 +137,10 @@ pub struct RawPayloadEncryption {
     pub keys: Vec<RawPayloadKey>,
     /// The key of the replay digests (32 bytes, base64; `env:`/`file:` like keys).
     pub replay_key: Option<String>,
+    /// How often the re-seal stage looks for payloads under retired key versions.
+    pub reseal_interval_seconds: Option<u64>,
+    /// Payloads re-sealed per batch (one short write each).
+    pub reseal_batch: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -61,6 +61,19 @@ pub fn render_redacted(c: &Config) -> String {
     }
     let st = &c.store;
     let _ = writeln!(out, "\n[store]\nurl = \"{}\"", redact_url(&st.url));
+    if let Some(source) = &st.url_source {
+        let _ = writeln!(out, "# url read from {source}");
+    }
+    if let Ok(tls) = hookgate_store::postgres::PostgresStore::tls_settings(&st.url)
+        && !st.url.starts_with("sqlite://")
+    {
+        let origin = if tls.explicit {
+            ""
+        } else {
+            " (default for these hosts)"
+        };
+        let _ = writeln!(out, "# sslmode = {}{origin}", tls.mode.as_str());
+    }
     let _ = writeln!(
         out,
         "group_commit = {}\nmax_batch = {}\nqueue_capacity = {}\nmax_queue_wait_ms = {}\npool_size = {}",
@@ -72,8 +85,10 @@ pub fn render_redacted(c: &Config) -> String {
     );
     let _ = writeln!(
         out,
-        "\n[payload_encryption]\nactive = {}",
-        c.payload_keys.active
+        "\n[payload_encryption]\nactive = {}\nreseal_interval_seconds = {}\nreseal_batch = {}",
+        c.payload_keys.active,
+        c.payload_keys.reseal_interval.as_secs(),
+        c.payload_keys.reseal_batch
     );
     for (v, src, _) in &c.payload_keys.keys {
         let _ = writeln!(out, "# key version {v}: from {src} (32 bytes, redacted)");

@@ -9,7 +9,6 @@ use std::time::Duration;
 use base64::Engine;
 use hookgate_core::seal::ReplayKey;
 use hookgate_providers::pack::{self, Pack};
-use hookgate_store::GroupCommitOptions;
 use ipnet::IpNet;
 use zeroize::Zeroizing;
 
@@ -18,8 +17,8 @@ use super::raw::{self, RawConfig, RawEndpoint};
 use super::secrets::{resolve_endpoint_secrets, resolve_secrets};
 use super::{
     AdminConfig, Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind,
-    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, ServerConfig, StoreConfig, StripeApiConfig,
-    TlsPaths, WorkerConfig, destinations, err, valid_id,
+    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, ServerConfig, StripeApiConfig, TlsPaths,
+    WorkerConfig, destinations, err, valid_id,
 };
 use crate::secrets::{self, SecretSource};
 
@@ -100,37 +99,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         Some(a) => resolve_admin(a, &mut warnings)?,
     };
 
-    let store_url = raw.store.url.trim().to_owned();
-    if !(store_url.starts_with("sqlite://")
-        || store_url.starts_with("postgres://")
-        || store_url.starts_with("postgresql://"))
-    {
-        return Err(err("store.url", "must start with sqlite:// or postgres://"));
-    }
-    let defaults = GroupCommitOptions::default();
-    let store = StoreConfig {
-        url: store_url,
-        group_commit: GroupCommitOptions {
-            enabled: raw.store.group_commit.unwrap_or(true),
-            max_batch: positive(raw.store.max_batch, defaults.max_batch, "store.max_batch")?,
-            queue_capacity: positive(
-                raw.store.queue_capacity,
-                defaults.queue_capacity,
-                "store.queue_capacity",
-            )?,
-            max_queue_wait: Duration::from_millis(positive(
-                raw.store.max_queue_wait_ms.map(|v| v as usize),
-                defaults.max_queue_wait.as_millis() as usize,
-                "store.max_queue_wait_ms",
-            )? as u64),
-        },
-        pool_size: positive(raw.store.pool_size, 16, "store.pool_size")?,
-    };
-    if !store.group_commit.enabled {
-        warnings.push(
-            "store.group_commit = false: one transaction per request (for measurement only)".into(),
-        );
-    }
+    let store = super::store::resolve_store(&raw.store, base, &mut warnings)?;
 
     let payload_keys = resolve_payload_keys(&raw.payload_encryption, base, &mut warnings)?;
 
@@ -416,7 +385,11 @@ fn resolve_admin(
     Ok((Some(listen), admin))
 }
 
-fn positive(value: Option<usize>, default: usize, key: &str) -> Result<usize, ConfigError> {
+pub(super) fn positive(
+    value: Option<usize>,
+    default: usize,
+    key: &str,
+) -> Result<usize, ConfigError> {
     match value {
         Some(0) => Err(err(key, "must be greater than 0")),
         Some(v) => Ok(v),
@@ -484,11 +457,27 @@ fn resolve_payload_keys(
             (ReplayKey::derive(&lowest[..]), None)
         }
     };
+    let reseal_interval_seconds = raw.reseal_interval_seconds.unwrap_or(60);
+    if reseal_interval_seconds == 0 || reseal_interval_seconds > 24 * 3600 {
+        return Err(err(
+            "payload_encryption.reseal_interval_seconds",
+            "must be between 1 and 86400",
+        ));
+    }
+    let reseal_batch = raw.reseal_batch.unwrap_or(100);
+    if reseal_batch == 0 || reseal_batch > 10_000 {
+        return Err(err(
+            "payload_encryption.reseal_batch",
+            "must be between 1 and 10000",
+        ));
+    }
     Ok(PayloadKeys {
         active: raw.active,
         keys,
         replay_key: Arc::new(replay_key),
         replay_key_source,
+        reseal_interval: Duration::from_secs(reseal_interval_seconds),
+        reseal_batch,
     })
 }
 

@@ -192,14 +192,14 @@ fn config_valid_files_resolve() {
             "admin, store, log and worker",
             base_with(
                 "url = \"sqlite://x.db\"\n",
-                "url = \"  postgres://u:pw@db:5432/hooks  \"\ngroup_commit = false\nmax_batch = 3\n\
+                "url = \"  postgres://u:pw@db:5432/hooks?sslmode=require  \"\ngroup_commit = false\nmax_batch = 3\n\
                  queue_capacity = 4\nmax_queue_wait_ms = 5\npool_size = 6\n\n\
                  [admin]\nlisten = \"127.0.0.1:9090\"\n\n[log]\nformat = \"json\"\nlevel = \"debug\"\n\n\
                  [worker]\nconcurrency = 0\nlease_seconds = 86400\npoll_interval_ms = 60000\n",
             ),
             |c| {
                 assert_eq!(c.admin_listen.unwrap().to_string(), "127.0.0.1:9090");
-                assert_eq!(c.store.url, "postgres://u:pw@db:5432/hooks");
+                assert_eq!(c.store.url, "postgres://u:pw@db:5432/hooks?sslmode=require");
                 assert!(!c.store.group_commit.enabled);
                 assert_eq!(c.store.group_commit.max_batch, 3);
                 assert_eq!(c.store.group_commit.queue_capacity, 4);
@@ -685,6 +685,26 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         (
             base_with("sqlite://x.db", "mysql://db/x"),
             "config error at `store.url`: must start with sqlite:// or postgres://",
+        ),
+        (
+            base_with("sqlite://x.db", "postgres://u:pw@db.internal/h"),
+            "config error at `store.url`: invalid store configuration: a host that is not \
+             loopback (default sslmode=verify-full) verifies the server certificate: add \
+             sslrootcert=PATH (a PEM file of the CA) or sslrootcert=system, or say \
+             sslmode=require to encrypt without verifying",
+        ),
+        (
+            base_with("sqlite://x.db", "postgres://u:pw@127.0.0.1/h?sslmode=allow"),
+            "config error at `store.url`: invalid store configuration: sslmode=allow is not \
+             supported: use disable, prefer, require, verify-ca or verify-full",
+        ),
+        (
+            base_with(
+                "\"sqlite://x.db\"",
+                "\"env:HOOKGATE_TEST_SURELY_UNSET_URL\"",
+            ),
+            "config error at `store.url`: environment variable HOOKGATE_TEST_SURELY_UNSET_URL \
+             is not set or not valid UTF-8",
         ),
         (
             base_with(
@@ -1378,8 +1398,11 @@ fn full_file() -> String {
             "listen = \"0.0.0.0:8443\"\ntls = { cert = \"c.pem\", key = \"k.pem\" }\n\
              trusted_proxies = [\"10.0.0.0/8\"]\nper_client_rate = { per_second = 5, burst = 6 }\n",
         )
-        .replacen("sqlite://x.db", "postgres://hook:hunter2@db:5432/hooks", 1)
-            + "\n[admin]\nlisten = \"127.0.0.1:9090\"\n\n[log]\nformat = \"json\"\n\n\
+        .replacen(
+            "sqlite://x.db",
+            "postgres://hook:hunter2@db:5432/hooks?sslrootcert=system&password=hunter3",
+            1,
+        ) + "\n[admin]\nlisten = \"127.0.0.1:9090\"\n\n[log]\nformat = \"json\"\n\n\
            [providers.stripe]\napi_key = \"env:PATH\"\n\n[relay]\nlease_seconds = 90\n",
         "[[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\nhandlers = [\"payments_projection\"]\n\
          allowed_event_types = [\"payment_intent.*\"]\nrate_limit = { per_second = 3 }\n\
@@ -1398,6 +1421,62 @@ fn full_file() -> String {
         ),
         nats_destination("").replace("nats://127.0.0.1:4222", "nats://bus:pw@127.0.0.1:4222"),
     )
+}
+
+#[test]
+fn store_url_passwords_are_redacted_in_every_form() {
+    for (url, expected) in [
+        ("postgres://u:pw@h/db", "postgres://u:<redacted>@h/db"),
+        (
+            "postgres://u@h/db?password=pw&sslmode=require",
+            "postgres://u@h/db?password=<redacted>&sslmode=require",
+        ),
+        (
+            "postgres://u:a@b@h/db?PASSWORD=x",
+            "postgres://u:<redacted>@h/db?PASSWORD=<redacted>",
+        ),
+        (
+            "host=h password=pw dbname=d",
+            "host=h password=<redacted> dbname=d",
+        ),
+        (
+            "host=h password='p w\\' x' dbname=d",
+            "host=h password=<redacted> dbname=d",
+        ),
+        ("host=h mypassword=keep", "host=h mypassword=keep"),
+        (
+            "host=h password = pw dbname=d",
+            "host=h password=<redacted> dbname=d",
+        ),
+        ("sqlite://data/h.db", "sqlite://data/h.db"),
+    ] {
+        assert_eq!(redact_url(url), expected, "{url}");
+    }
+}
+
+#[test]
+fn store_url_from_a_file_is_resolved_against_the_config_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("db-url"), "postgres://u:pw@127.0.0.1/h\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        dir.path().join("db-url"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let text = base_with("\"sqlite://x.db\"", "\"file:db-url\"");
+    let c = Config::from_toml(&text, &dir.path().join("hookgate.toml"), dir.path()).unwrap();
+    assert_eq!(c.store.url, "postgres://u:pw@127.0.0.1/h");
+    assert_eq!(
+        c.store.url_source,
+        Some(crate::secrets::SecretSource::File(
+            dir.path().join("db-url")
+        ))
+    );
+    assert!(
+        !format!("{c:?}").contains("pw@"),
+        "Debug shows the password"
+    );
 }
 
 /// `config check` prints exactly this: every resolved value, secrets and URL credentials redacted.
@@ -1424,7 +1503,8 @@ request_timeout_ms = 10000
 max_connections = 64
 
 [store]
-url = "postgres://hook:<redacted>@db:5432/hooks"
+url = "postgres://hook:<redacted>@db:5432/hooks?sslrootcert=system&password=<redacted>"
+# sslmode = verify-full (default for these hosts)
 group_commit = true
 max_batch = 512
 queue_capacity = 8192
@@ -1433,6 +1513,8 @@ pool_size = 16
 
 [payload_encryption]
 active = 1
+reseal_interval_seconds = 60
+reseal_batch = 100
 # key version 1: from <literal, redacted> (32 bytes, redacted)
 # replay_key: not set (derived from the lowest payload key version)
 

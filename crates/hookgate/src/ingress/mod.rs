@@ -8,6 +8,7 @@ mod commit;
 pub mod limits;
 pub mod pipeline;
 pub mod response;
+pub mod tls;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -131,34 +132,4 @@ pub async fn serve(
     {
         tracing::warn!("drain timed out; remaining connections are dropped unanswered");
     }
-}
-
-/// Loads the certificate chain and key for built-in TLS.
-pub fn tls_acceptor(cert: &std::path::Path, key: &std::path::Path) -> anyhow::Result<TlsAcceptor> {
-    use anyhow::Context;
-    use rustls_pki_types::pem::PemObject;
-    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
-    let certs = CertificateDer::pem_file_iter(cert)
-        .with_context(|| format!("server.tls.cert: cannot read {}", cert.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| {
-            format!(
-                "server.tls.cert: {} is not PEM certificates",
-                cert.display()
-            )
-        })?;
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
-        format!(
-            "server.tls.key: cannot read a PEM private key from {}",
-            key.display()
-        )
-    })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .context("server.tls: certificate and key do not form a valid pair")?;
-    Ok(TlsAcceptor::from(Arc::new(config)))
 }

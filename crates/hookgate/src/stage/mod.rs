@@ -1,5 +1,5 @@
 //! The lease loop every background stage shares (processing and delivery today; retention and
-//! reconciliation later): lease due rows → open the sealed payload → do the stage's work →
+//! reconciliation later; `reseal` re-seals payloads after a key rotation, see [`reseal`]): lease due rows → open the sealed payload → do the stage's work →
 //! settle each row, fenced on its lease, with backoff or `FAILED`.
 //!
 //! What is the same for every stage lives here: opening a payload and deciding the next
@@ -11,6 +11,7 @@
 pub mod attempt;
 pub mod health;
 pub mod pool;
+pub mod reseal;
 
 use std::future::Future;
 

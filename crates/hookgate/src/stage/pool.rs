@@ -139,14 +139,25 @@ async fn run_loop<S: StageLoop>(
     stage.finish(local).await;
 }
 
-/// `stage.panic=error`: the first few steps of the process panic, so tests of the real
-/// binary see a loop die, its stage reported down, and the loop restarted.
+/// `stage.panic=error`: the first few steps of each stage panic, so tests of the real binary
+/// see a loop die, its stage reported down, and the loop restarted. Counted per stage, so a
+/// stage that starts alongside (the `reseal` stage) does not take another stage's panics.
 #[cfg(feature = "failpoints")]
-fn panic_for_test(stage: &str) {
-    use std::sync::atomic::{AtomicU32, Ordering};
+fn panic_for_test(stage: &'static str) {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, PoisonError};
     const PANICS: u32 = 3;
-    static PANICKED: AtomicU32 = AtomicU32::new(0);
-    if PANICKED.fetch_add(1, Ordering::SeqCst) < PANICS {
+    static PANICKED: Mutex<Option<HashMap<&'static str, u32>>> = Mutex::new(None);
+    let panicked = {
+        let mut counts = PANICKED.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = counts
+            .get_or_insert_with(HashMap::new)
+            .entry(stage)
+            .or_insert(0);
+        *count += 1;
+        *count
+    };
+    if panicked <= PANICS {
         panic!("failpoint stage.panic in stage {stage}");
     }
 }

@@ -36,6 +36,8 @@ mod outbox;
 pub use outbox::*;
 mod batch;
 pub use batch::*;
+mod keys;
+pub use keys::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -163,6 +165,7 @@ macro_rules! conformance_tests {
             concurrent_replays_one_row,
             lease_skips_rows_of_unserved_endpoints,
             payment_fetches_are_ordered_by_lease_not_by_clock,
+            payloads_are_counted_walked_and_resealed_per_key_version,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {

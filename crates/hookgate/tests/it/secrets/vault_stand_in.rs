@@ -56,10 +56,12 @@ impl VaultStandIn {
         std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
         std::fs::write(dir.path().join("cert.pem"), leaf.pem()).unwrap();
         std::fs::write(dir.path().join("key.pem"), leaf_key.serialize_pem()).unwrap();
-        let acceptor = hookgate::ingress::tls_acceptor(
-            &dir.path().join("cert.pem"),
-            &dir.path().join("key.pem"),
-        )
+        let acceptor = hookgate::ingress::tls::ReloadingCert::load(&hookgate::config::TlsPaths {
+            cert: dir.path().join("cert.pem"),
+            key: dir.path().join("key.pem"),
+        })
+        .unwrap()
+        .acceptor()
         .unwrap();
 
         let kv = Arc::new(Kv {
