@@ -24,6 +24,7 @@ mod payments;
 mod processing;
 mod read;
 mod replay;
+mod retention;
 mod schema;
 mod tx;
 

@@ -34,6 +34,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/postgres/0007_stage_faults.sql"),
     ),
+    (
+        8,
+        include_str!("../../migrations/postgres/0008_retention.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -11,6 +11,7 @@ mod policies;
 pub mod raw;
 mod render;
 mod resolve;
+pub mod retention;
 mod secrets;
 
 use std::net::SocketAddr;
@@ -176,6 +177,8 @@ pub struct EndpointConfig {
     /// `[[destinations]]` ids this endpoint's processed events are delivered to (fan-out):
     /// one outbox row each, written by the processing transaction.
     pub destinations: Vec<String>,
+    /// How long this endpoint's id records are kept (see [`retention`]).
+    pub idempotency: retention::IdempotencyWindow,
 }
 
 /// The business handlers a config can name (`handlers = [...]`).
@@ -315,6 +318,8 @@ pub struct Config {
     pub secrets: SecretsConfig,
     /// Keys whose secret is a literal in the file: development only (loopback or `--dev`).
     pub literal_secrets: Vec<String>,
+    /// `[retention]`: how long payloads and id records are kept.
+    pub retention: retention::RetentionConfig,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }

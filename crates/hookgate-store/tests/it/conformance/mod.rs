@@ -36,6 +36,8 @@ mod outbox;
 pub use outbox::*;
 mod batch;
 pub use batch::*;
+mod retention;
+pub use retention::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -163,6 +165,10 @@ macro_rules! conformance_tests {
             concurrent_replays_one_row,
             lease_skips_rows_of_unserved_endpoints,
             payment_fetches_are_ordered_by_lease_not_by_clock,
+            retention_purges_expired_payloads_of_finished_rows_only,
+            expired_rows_go_with_what_follows_them,
+            ended_replay_claims_are_deleted,
+            operator_purge_is_audited_and_blocks_replays,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
