@@ -27,8 +27,11 @@ def own(rs):
 
 names = {"sqlite": "SQLite, group commit", "sqlite-nogc": "SQLite, group_commit = false",
          "postgres": "PostgreSQL, group commit", "postgres-nogc": "PostgreSQL, group_commit = false",
-         "ceiling": "HTTP ceiling (sink)"}
-order = [s for s in ["sqlite", "sqlite-nogc", "postgres", "postgres-nogc", "ceiling"]
+         "ceiling": "HTTP ceiling (sink)",
+         "sqlite-retention": "SQLite, purging 1M+ expired rows", "sqlite-retention-idle": "SQLite, same rows, nothing expired",
+         "postgres-retention": "PostgreSQL, purging 1M+ expired rows", "postgres-retention-idle": "PostgreSQL, same rows, nothing expired"}
+order = [s for s in ["sqlite", "sqlite-nogc", "postgres", "postgres-nogc", "sqlite-retention", "sqlite-retention-idle",
+                     "postgres-retention", "postgres-retention-idle", "ceiling"]
          if any(k[0] == s for k in runs)]
 ceiling = {m: med(runs.get(("ceiling", m), []), "achieved_rps") for m in ("closed", "open")}
 any_run = next(iter(runs.values()))[0]
@@ -96,6 +99,24 @@ for label, on, off, target in (("SQLite", "sqlite", "sqlite-nogc", 5), ("Postgre
     a, b = med(runs.get((on, "closed"), []), "achieved_rps"), med(runs.get((off, "closed"), []), "achieved_rps")
     if a and b:
         print(f"- {label}: {fmt(a)} / {fmt(b)} = **{a/b:.2f}×** (target ≥ {target}×: {'met' if a/b >= target else 'not met'})")
+
+retention_pairs = [(l, p, i) for l, p, i in (("SQLite", "sqlite-retention", "sqlite-retention-idle"),
+                                               ("PostgreSQL", "postgres-retention", "postgres-retention-idle"))
+                   if any(k[0] == p for k in runs) and any(k[0] == i for k in runs)]
+if retention_pairs:
+    print("\nPurging vs not purging (medians; measured side by side on the same seeded rows):\n")
+    def purged_in(scenario, mode):
+        counts = []
+        for path in glob.glob(os.path.join(sys.argv[1], f"{scenario}-{mode}-*.retention.txt")):
+            rows = sum(float(l.split()[-1]) for l in open(path) if l.startswith('hookgate_retention_purged_total{what="inbox"}'))
+            counts.append(rows)
+        return statistics.median(counts) if counts else None
+    for label, purging, idle in retention_pairs:
+        for mode, key, what in (("closed", "achieved_rps", "closed-loop ack/s"), ("open", "p99_ms", "open-loop p99 ms")):
+            a, b = med(runs.get((purging, mode), []), key), med(runs.get((idle, mode), []), key)
+            if a and b:
+                print(f"- {label} {what}: purging {fmt(a, 2)} / not purging {fmt(b, 2)} = {a/b:.2f}×"
+                      f" (inbox rows purged during the run, median: {fmt(purged_in(purging, mode), 0)})")
 
 print("\nTargets (issue #6):\n")
 def target(label, scen, key, mode, op, goal, unit):

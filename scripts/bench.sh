@@ -9,7 +9,18 @@
 # share of the HTTP ceiling (`bench --ceiling`) measured in the same run. Scenarios are
 # interleaved run by run, so the ratios compare measurements taken side by side.
 #
+# Retention scenarios (not in the default set): `sqlite-retention` seeds the store with
+# BENCH_RETENTION_ROWS finished rows received 400 days ago (`hookgate bench-seed`, a bulk path
+# through the store's own group commit, not HTTP) and runs the gateway with `[retention]
+# interval_seconds = 1`, so the retention stage purges that backlog in its batches while the
+# load runs; `sqlite-retention-idle` seeds the same rows but keeps everything for 100 years
+# (nothing expires: same database size, no purging) — the pair measures what purging costs
+# acceptance. `postgres-retention` / `postgres-retention-idle` likewise. After each run the
+# gateway's `hookgate_retention_purged_total` counters are saved beside its JSON.
+#
 # Usage: scripts/bench.sh [scenario ...]     scenarios: sqlite sqlite-nogc postgres postgres-nogc ceiling
+#                                            sqlite-retention sqlite-retention-idle
+#                                            postgres-retention postgres-retention-idle
 # Environment (defaults in brackets):
 #   BENCH_RUNS [3]   BENCH_DURATION seconds [10]   BENCH_RATE open-loop rate [2000]
 #   BENCH_CONNECTIONS closed-loop connections [64]  BENCH_DUPLICATES share [0.1]
@@ -19,6 +30,7 @@
 #                     measured so far in this run, open loop, over that many connections
 #   BENCH_WORKER_CONCURRENCY  if set, `[worker] concurrency = N` in the gateway config (0 =
 #                     acceptance only, no processing workers); unset = the gateway's default
+#   BENCH_RETENTION_ROWS [1000000]  expired rows seeded for the retention scenarios
 #   DATABASE_URL  use this PostgreSQL (a fresh schema per run) instead of a throwaway cluster
 #   CARGO_TARGET_DIR  where cargo builds (the binary is taken from there)
 #   BENCH_BIN     benchmark this hookgate binary instead of building one (e.g. an older
@@ -38,6 +50,7 @@ BODY_SIZE=${BENCH_BODY_SIZE:-mixed}
 OUT=${BENCH_OUT:-bench-results}
 OVERLOAD_CONNECTIONS=${BENCH_OVERLOAD_CONNECTIONS:-2000}
 OVERLOAD_FACTOR=${BENCH_OVERLOAD_FACTOR:-2}
+RETENTION_ROWS=${BENCH_RETENTION_ROWS:-1000000}
 if [ "$#" -gt 0 ]; then SCENARIOS=("$@"); else SCENARIOS=(sqlite sqlite-nogc postgres postgres-nogc ceiling); fi
 
 log() { echo "bench.sh: $*" >&2; }
@@ -173,6 +186,42 @@ EOF
     if [ -n "${BENCH_WORKER_CONCURRENCY:-}" ]; then
         printf '\n[worker]\nconcurrency = %s\n' "$BENCH_WORKER_CONCURRENCY" >> "$1/hookgate.toml"
     fi
+    if [ -n "${6:-}" ]; then printf '\n%b\n' "$6" >> "$1/hookgate.toml"; fi
+}
+
+# The retention scenarios' `[retention]` section: purging (the seeded rows are 400 days old)
+# or idle (nothing expires for 100 years).
+retention_section() { # scenario
+    case "$1" in
+        *-retention) echo '[retention]\ninterval_seconds = 1' ;;
+        *-retention-idle) echo '[retention]\npayload_days = 36500\nidempotency_days = 36500\ninterval_seconds = 1' ;;
+        *) echo "" ;;
+    esac
+}
+
+# Seeds RETENTION_ROWS finished rows received 400 days ago into the store of "$CFG_DIR". On
+# SQLite the rows are seeded once into a template file that every retention scenario and run
+# copies (seeding is the slow part); on PostgreSQL into each fresh schema.
+seed_expired() { # scenario run_no
+    local template="$TMP/seed.db"
+    case "$1" in
+        sqlite-*)
+            if [ ! -f "$template" ]; then
+                local seed_dir="$TMP/seed"
+                mkdir -p "$seed_dir"
+                write_config "$seed_dir" "sqlite://$template" true "$(free_port)" "$(free_port)"
+                log "seeding $RETENTION_ROWS expired rows (SQLite template for every run)"
+                "$BIN" bench-seed --config "$seed_dir/hookgate.toml" --rows "$RETENTION_ROWS" --days-ago 400 >&2
+            fi
+            for f in "$template" "$template-wal" "$template-shm"; do
+                [ -f "$f" ] && cp "$f" "$CFG_DIR/hookgate.db${f#"$template"}"
+            done
+            ;;
+        postgres-*)
+            log "[$1 run $2] seeding $RETENTION_ROWS expired rows"
+            "$BIN" bench-seed --config "$CFG_DIR/hookgate.toml" --rows "$RETENTION_ROWS" --days-ago 400 >&2
+            ;;
+    esac
 }
 
 # FACTOR x the median closed-loop rate of this scenario so far in this run (twice what it
@@ -210,9 +259,9 @@ run_gateway_scenario() { # scenario mode run_no
     CFG_DIR="$TMP/$scenario-$mode-$n"
     mkdir -p "$CFG_DIR"
     case "$scenario" in
-        sqlite) url="sqlite://$CFG_DIR/hookgate.db" ;;
+        sqlite | sqlite-retention | sqlite-retention-idle) url="sqlite://$CFG_DIR/hookgate.db" ;;
         sqlite-nogc) url="sqlite://$CFG_DIR/hookgate.db"; gc=false ;;
-        postgres | postgres-nogc)
+        postgres | postgres-nogc | postgres-retention | postgres-retention-idle)
             schema="bench_${scenario//-/_}_${mode}_$n"
             pg_drop_schema "$schema"
             case "$PG_BASE_URL" in *\?*) url="$PG_BASE_URL&schema=$schema" ;; *) url="$PG_BASE_URL?schema=$schema" ;; esac
@@ -222,7 +271,8 @@ run_gateway_scenario() { # scenario mode run_no
     local port admin
     port=$(free_port)
     admin=$(free_port)
-    write_config "$CFG_DIR" "$url" "$gc" "$port" "$admin"
+    write_config "$CFG_DIR" "$url" "$gc" "$port" "$admin" "$(retention_section "$scenario")"
+    case "$scenario" in *-retention | *-retention-idle) seed_expired "$scenario" "$n" ;; esac
     "$BIN" serve --config "$CFG_DIR/hookgate.toml" > "$CFG_DIR/gateway.log" 2>&1 &
     GATEWAY_PID=$!
     local ready=0
@@ -234,6 +284,12 @@ run_gateway_scenario() { # scenario mode run_no
         log "gateway did not become ready:"; cat "$CFG_DIR/gateway.log" >&2; exit 1
     fi
     run_bench "$scenario" "$mode" "$n" --gateway-pid "$GATEWAY_PID"
+    case "$scenario" in
+        *-retention | *-retention-idle)
+            curl -fsS "http://127.0.0.1:$admin/metrics" 2>/dev/null \
+                | grep -E '^hookgate_(retention_purged_total|oldest_payload_age_seconds)' \
+                > "$OUT/$scenario-$mode-$n.retention.txt" || true ;;
+    esac
     kill -TERM "$GATEWAY_PID" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$GATEWAY_PID" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$GATEWAY_PID" 2>/dev/null || true
@@ -260,6 +316,7 @@ for n in $(seq 1 "$RUNS"); do
         done
     done
 done
+rm -rf "$TMP/seed.db"* "$TMP/seed"
 
 # ---------------------------------------------------------------------------------------------
 # Summary

@@ -195,7 +195,8 @@ pub async fn run<C: GatewayConfig>(args: BenchArgs) -> anyhow::Result<Report> {
         None
     } else {
         let store = config.open_store().await?;
-        let before = store.count_inbox().await?;
+        // The endpoint's rows, not the whole inbox: retention may delete other rows meanwhile.
+        let before = store.distinct_event_ids(&endpoint.id).await?.len() as u64;
         Some((store, before))
     };
 

@@ -40,6 +40,7 @@ pub mod outbox;
 mod payments;
 pub mod postgres;
 pub mod processing;
+pub mod retention;
 mod rows;
 pub mod sqlite;
 mod statements;
@@ -52,8 +53,13 @@ pub use processing::{
     BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
     ProcessingResult,
 };
+pub use retention::{
+    AuditRecord, DeletedRows, ExpiredRows, PurgeBatch, PurgeRequest, PurgeSelection,
+};
 pub use sqlite::{CommitStats, SqliteStore};
-pub use store::{InboxStore, InspectStore, OutboxStore, ProcessingStore, SharedStore, Store};
+pub use store::{
+    InboxStore, InspectStore, OutboxStore, ProcessingStore, RetentionStore, SharedStore, Store,
+};
 
 /// A verified event, sealed, ready to become an inbox row.
 #[derive(Clone)]
@@ -162,7 +168,7 @@ pub struct InboxRecord {
     pub object_version: Option<i64>,
     pub provider_created_at: Option<i64>,
     pub received_at_ms: i64,
-    /// `None` once purged by retention.
+    /// `None` once purged (retention or `events purge`), and in leases that do not read it.
     pub payload: Option<Vec<u8>>,
     pub payload_key_version: u32,
     pub payload_digest: Vec<u8>,
@@ -173,6 +179,16 @@ pub struct InboxRecord {
     pub next_attempt_at_ms: Option<i64>,
     pub last_error: Option<String>,
     pub processed_at_ms: Option<i64>,
+    /// When the sealed payload was removed; `None` while it is stored. Stored state, set in
+    /// the transaction that deletes the payload (never derived from the clock).
+    pub payload_purged_at_ms: Option<i64>,
+}
+
+impl InboxRecord {
+    /// Whether the sealed payload is still stored (`hookgate events show`'s `payload_stored`).
+    pub fn payload_stored(&self) -> bool {
+        self.payload_purged_at_ms.is_none()
+    }
 }
 
 impl fmt::Debug for InboxRecord {

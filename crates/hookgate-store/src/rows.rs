@@ -74,7 +74,7 @@ fn corrupt(msg: String) -> StoreError {
 
 /// The inbox columns in the order [`inbox_record`] reads them; `payload` is the sealed
 /// payload (SQLite keeps it in `inbox_payload`, so each backend says where it comes from).
-pub(crate) const INBOX_COLUMNS: [&str; 19] = [
+pub(crate) const INBOX_COLUMNS: [&str; 20] = [
     "inbox_id",
     "provider",
     "endpoint_id",
@@ -94,6 +94,7 @@ pub(crate) const INBOX_COLUMNS: [&str; 19] = [
     "next_attempt_at",
     "last_error",
     "processed_at",
+    "payload_purged_at",
 ];
 
 /// [`INBOX_COLUMNS`] as a select list: each column through `column` (a table prefix, or
@@ -138,6 +139,7 @@ pub(crate) fn inbox_record(r: &impl Columns) -> Result<InboxRecord, StoreError> 
         next_attempt_at_ms: r.opt_int(16)?,
         last_error: r.opt_text(17)?,
         processed_at_ms: r.opt_int(18)?,
+        payload_purged_at_ms: r.opt_int(19)?,
     })
 }
 
@@ -200,6 +202,6 @@ mod tests {
     fn the_select_list_follows_the_record_order() {
         let list = inbox_select_list(|c| format!("i.{c}"));
         assert!(list.starts_with("i.inbox_id, i.provider,"));
-        assert!(list.ends_with("i.processed_at"));
+        assert!(list.ends_with("i.payload_purged_at"));
     }
 }

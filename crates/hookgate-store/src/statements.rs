@@ -73,11 +73,12 @@ pub(crate) static MARK_PROCESSED: Statement = Statement::new(
      WHERE inbox_id = $1",
 );
 
-/// Operator retry of a `FAILED` event. Parameters: inbox id, now (ms).
+/// Operator retry of a `FAILED` event whose payload is still stored (a purged one cannot be
+/// processed again). Parameters: inbox id, now (ms).
 pub(crate) static RETRY_EVENT: Statement = Statement::new(
     "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, attempt_count = 0, \
          next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
-     WHERE inbox_id = $1 AND status = 'FAILED'",
+     WHERE inbox_id = $1 AND status = 'FAILED' AND payload_purged_at IS NULL",
 );
 
 /// `PENDING → DELIVERED`, fenced on the lease. Parameters: outbox id, owner, now (ms).
@@ -88,11 +89,14 @@ pub(crate) static MARK_DELIVERED: Statement = Statement::new(
        AND lease_owner = $2 AND lease_until > $3",
 );
 
-/// Operator retry of one event's `FAILED` deliveries. Parameters: inbox id, now (ms).
+/// Operator retry of one event's `FAILED` deliveries, while its payload is stored (a
+/// delivery sends it). Parameters: inbox id, now (ms).
 pub(crate) static RETRY_DELIVERIES: Statement = Statement::new(
     "UPDATE outbox SET status = 'PENDING', attempt_count = 0, \
          next_attempt_at = $2, lease_owner = NULL, lease_until = NULL \
-     WHERE inbox_id = $1 AND status = 'FAILED'",
+     WHERE inbox_id = $1 AND status = 'FAILED' \
+       AND EXISTS (SELECT 1 FROM inbox i \
+           WHERE i.inbox_id = $1 AND i.payload_purged_at IS NULL)",
 );
 
 /// `RECEIVED` rows per endpoint (the binary counts those of endpoints it does not know as

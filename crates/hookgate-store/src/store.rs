@@ -5,9 +5,10 @@
 //! | [`InboxStore`] | ingress, `/readyz`, shutdown | acceptance, admission, liveness, close |
 //! | [`ProcessingStore`] | the worker, `events retry` | leases, fenced completion and failure, operator retry |
 //! | [`OutboxStore`] | the relay, `events retry` | delivery leases, fenced results, operator retry |
+//! | [`RetentionStore`] | the retention stage, `events purge` | expired payloads and id records, operator purges with their audit row |
 //! | [`InspectStore`] | CLI, admin API, benchmark, tests | read-only views of the durable state |
 //!
-//! [`Store`] is their union, implemented by every type that implements all four, and what
+//! [`Store`] is their union, implemented by every type that implements all five, and what
 //! the binary holds ([`SharedStore`]). Nothing here is backend-specific; each backend
 //! implements the traits in its own folder.
 
@@ -20,6 +21,7 @@ use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
     FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
 };
+use crate::retention::{AuditRecord, DeletedRows, ExpiredRows, PurgeBatch, PurgeRequest};
 use crate::{Acceptance, Backlog, EventFilter, InboxRecord, NewInboxRow, StoreError};
 
 /// The inbox's front door: what the ingress needs to acknowledge a webhook, what `/readyz`
@@ -105,7 +107,7 @@ pub trait ProcessingStore: Send + Sync {
     async fn fail_attempt(&self, attempt: FailedAttempt) -> Result<(), ProcessingError>;
 
     /// Operator retry: a `FAILED` row becomes `RECEIVED`, due at `now_ms`, attempts reset.
-    /// `false` when the row does not exist or is not `FAILED`.
+    /// `false` when the row does not exist, is not `FAILED`, or its payload was purged.
     async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError>;
 }
 
@@ -141,8 +143,58 @@ pub trait OutboxStore: Send + Sync {
     async fn fail_delivery(&self, failure: FailedDelivery) -> Result<(), ProcessingError>;
 
     /// Operator retry of ONE event's deliveries: only its `FAILED` ones become `PENDING`, due
-    /// at `now_ms`, attempts reset. Returns how many.
+    /// at `now_ms`, attempts reset; none once the event's payload was purged. Returns how many.
     async fn retry_deliveries(&self, inbox_id: &str, now_ms: i64) -> Result<u64, StoreError>;
+}
+
+/// Retention and deletion on request (see [`crate::retention`]). Every call is one short
+/// transaction of at most `limit` rows (SQLite: a command of the single writer, between
+/// acceptance batches; PostgreSQL: `FOR UPDATE SKIP LOCKED`, so no caller waits on it);
+/// callers loop until a call returns fewer than its limit. Only `PROCESSED` and `IGNORED`
+/// rows are purged or deleted by age.
+#[async_trait::async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// Removes the sealed payloads of `PROCESSED`/`IGNORED` rows received before
+    /// `received_before_ms` that have no `PENDING` delivery, oldest first, recording
+    /// `payload_purged_at = now_ms`; the rows stay as id records. Returns how many.
+    async fn purge_expired_payloads(
+        &self,
+        received_before_ms: i64,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
+    /// Deletes expired `PROCESSED`/`IGNORED` inbox rows with what follows them: their
+    /// payload if still stored, their deliveries and their processed markers.
+    async fn delete_expired_rows(&self, scope: ExpiredRows<'_>) -> Result<DeletedRows, StoreError>;
+
+    /// Deletes `object_state` rows of `endpoint_id` last changed before `updated_before_ms`
+    /// (the version gate of objects whose events have all left the inbox). Returns how many.
+    async fn delete_expired_object_state(
+        &self,
+        endpoint_id: &str,
+        updated_before_ms: i64,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
+    /// Deletes replay-digest claims whose window ended before `now_ms`. Returns how many.
+    async fn delete_expired_replay_claims(
+        &self,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+
+    /// `received_at` (unix ms) of the oldest row whose payload is still stored, any status.
+    async fn oldest_stored_payload_ms(&self) -> Result<Option<i64>, StoreError>;
+
+    /// Returns freed pages to the file system, at most `max_pages` (SQLite's incremental
+    /// vacuum; PostgreSQL's autovacuum does this on its own: 0). Returns how many.
+    async fn reclaim_space(&self, max_pages: u32) -> Result<u64, StoreError>;
+
+    /// An operator's purge, one batch: removes the payloads of up to `limit` matching rows
+    /// whose payload is stored and that are not `RECEIVED`, and writes one `audit_log` row
+    /// (`events.purge`, the actor, the selection, the ids) in the same transaction.
+    async fn purge_payloads(&self, request: PurgeRequest<'_>) -> Result<PurgeBatch, StoreError>;
 }
 
 /// Read-only views of the durable state, for the operator CLI, the admin API, the
@@ -201,12 +253,23 @@ pub trait InspectStore: Send + Sync {
     /// A row of the payments handler's `payment_state` projection (a business table; see
     /// each backend's `payments.rs`).
     async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError>;
+
+    /// The newest `limit` rows of `audit_log`, newest first.
+    async fn audit_log(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
-/// Everything a gateway process uses: the union of the four roles and key rotation
+/// Everything a gateway process uses: the union of the five roles and key rotation
 /// ([`PayloadKeyStore`]).
 pub trait Store:
-    InboxStore + ProcessingStore + OutboxStore + InspectStore + PayloadKeyStore + Send + Sync + 'static
+    InboxStore
+    + ProcessingStore
+    + OutboxStore
+    + RetentionStore
+    + InspectStore
+    + PayloadKeyStore
+    + Send
+    + Sync
+    + 'static
 {
 }
 
@@ -214,6 +277,7 @@ impl<T> Store for T where
     T: InboxStore
         + ProcessingStore
         + OutboxStore
+        + RetentionStore
         + InspectStore
         + PayloadKeyStore
         + Send

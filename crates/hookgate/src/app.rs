@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use crate::secrets::cache::{FILE_CHECK, refresh_slots};
 use crate::stage::StagePool;
-use crate::state::{AppState, Clock, Runtime, SystemClock};
+use crate::state::{AppState, Clock, Runtime};
 use crate::tasks::StoppableTasks;
 use crate::{admin, ingress, telemetry};
 
@@ -124,7 +124,7 @@ pub struct Gateway {
     shutdown: watch::Sender<bool>,
     ingress: Option<JoinHandle<()>>,
     admin: Option<JoinHandle<()>>,
-    /// The running background stages (processing, delivery).
+    /// The running background stages (processing, delivery, retention).
     stages: Vec<(StagePool, std::time::Duration)>,
     /// The secret refresher.
     refresher: StoppableTasks,
@@ -143,7 +143,7 @@ impl Gateway {
         let parts = GatewayParts {
             announce: true,
             dev,
-            ..GatewayParts::clock(Arc::new(SystemClock))
+            ..GatewayParts::clock(crate::state::process_clock())
         };
         Self::start_with(config, roles, parts).await
     }
@@ -255,6 +255,12 @@ impl Gateway {
                 std::time::Duration::from_secs(5),
             ));
         }
+        // Every process with the store runs it: it is stateless and instances on one
+        // PostgreSQL skip each other's rows.
+        stages.push((
+            crate::stage::retention::start(&state),
+            crate::stage::retention::GRACE,
+        ));
         tracing::info!(webhook = ?listening.webhook, admin = ?listening.admin, "hookgate listening");
         Ok(Gateway {
             webhook_addr: listening.webhook,

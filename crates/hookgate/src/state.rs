@@ -37,6 +37,39 @@ impl Clock for SystemClock {
     }
 }
 
+/// Environment variable that moves the binary's clock by this many seconds — only in builds
+/// with the `failpoints` feature (tests of the real binary let rows expire without waiting
+/// days); a default build never reads it.
+#[cfg(feature = "failpoints")]
+pub const TEST_CLOCK_OFFSET_ENV: &str = "HOOKGATE_TEST_CLOCK_OFFSET_SECONDS";
+
+/// The clock the binary runs on (`serve`, `worker`, the `events` commands): the system
+/// clock, moved by [`TEST_CLOCK_OFFSET_ENV`] in `failpoints` builds.
+pub fn process_clock() -> Arc<dyn Clock> {
+    #[cfg(feature = "failpoints")]
+    if let Ok(text) = std::env::var(TEST_CLOCK_OFFSET_ENV) {
+        match text.trim().parse::<i64>() {
+            Ok(secs) => {
+                tracing::warn!(offset_seconds = secs, "test clock offset in effect");
+                return Arc::new(OffsetClock(secs.saturating_mul(1000)));
+            }
+            Err(_) => tracing::warn!("{TEST_CLOCK_OFFSET_ENV} is not a number of seconds; ignored"),
+        }
+    }
+    Arc::new(SystemClock)
+}
+
+/// The system clock moved by a fixed number of milliseconds (tests of the real binary).
+#[cfg(feature = "failpoints")]
+struct OffsetClock(i64);
+
+#[cfg(feature = "failpoints")]
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms().saturating_add(self.0)
+    }
+}
+
 /// A clock tests set by hand.
 pub struct FixedClock(AtomicI64);
 

@@ -40,6 +40,9 @@ pub const PAYLOAD_KEY_ROWS: &str = "hookgate_payload_key_rows";
 pub const PAYLOADS_RESEALED: &str = "hookgate_payloads_resealed_total";
 pub const RESEAL_FAILURES: &str = "hookgate_payload_reseal_failures_total";
 pub const TLS_CERT_RELOADS: &str = "hookgate_tls_certificate_reloads_total";
+pub const RETENTION_PURGED: &str = "hookgate_retention_purged_total";
+pub const OLDEST_PAYLOAD_AGE: &str = "hookgate_oldest_payload_age_seconds";
+pub const RETENTION_FAILURES: &str = "hookgate_retention_failures_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -408,6 +411,57 @@ pub fn tls_certificate_reload(result: &'static str, reason: Option<&str>) {
             "server.tls: the new certificate or key is unusable; still serving the previous one"
         ),
     }
+}
+
+/// What retention removed in one batch: `what` is `payload`, `inbox`, `outbox`,
+/// `processed_marker`, `object_state` or `replay_digest` (an operator's `events purge`
+/// counts as `payload_on_request`). Counted only when non-zero.
+pub fn retention_purged(what: &'static str, rows: u64) {
+    if rows > 0 {
+        counter!(RETENTION_PURGED, "what" => what).increment(rows);
+    }
+}
+
+/// One retention pass ended: what it removed in total, how long it took, and the age of the
+/// oldest payload still stored (0 when none is).
+pub fn retention_pass_finished(
+    removed: &crate::stage::retention::PassTotals,
+    elapsed: Duration,
+    oldest_payload_ms: Option<i64>,
+    now_ms: i64,
+) {
+    let age = oldest_payload_ms.map_or(0.0, |t| (now_ms - t).max(0) as f64 / 1000.0);
+    gauge!(OLDEST_PAYLOAD_AGE).set(age);
+    tracing::info!(
+        payloads = removed.payloads,
+        inbox = removed.inbox,
+        outbox = removed.outbox,
+        processed_markers = removed.processed_markers,
+        object_state = removed.object_state,
+        replay_digests = removed.replay_digests,
+        reclaimed_pages = removed.reclaimed_pages,
+        elapsed_ms = elapsed.as_millis() as u64,
+        oldest_payload_age_seconds = age,
+        "retention pass finished"
+    );
+}
+
+/// A retention batch failed (the store is down or refused it); the pass stops and the next
+/// one starts after the interval.
+pub fn retention_failed(what: &'static str, error: &hookgate_store::StoreError) {
+    counter!(RETENTION_FAILURES).increment(1);
+    tracing::warn!(what, error = %error, "retention batch failed; retrying at the next pass");
+}
+
+/// An operator purged payloads (`hookgate events purge`), recorded in the audit log.
+pub fn payloads_purged_by_operator(actor: &str, purged: u64, audit_id: &str) {
+    counter!(RETENTION_PURGED, "what" => "payload_on_request").increment(purged);
+    tracing::warn!(
+        actor,
+        purged,
+        audit_id,
+        "payloads purged on operator request"
+    );
 }
 
 #[cfg(test)]

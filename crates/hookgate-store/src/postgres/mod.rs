@@ -25,6 +25,7 @@ mod payments;
 mod processing;
 mod read;
 mod replay;
+mod retention;
 mod schema;
 mod tls;
 mod tx;

@@ -291,6 +291,10 @@ impl InspectStore for PostgresStore {
     async fn payment_state(&self, object_id: &str) -> Result<Option<PaymentState>, StoreError> {
         payments::read(self, object_id).await
     }
+
+    async fn audit_log(&self, limit: u32) -> Result<Vec<crate::AuditRecord>, StoreError> {
+        super::retention::audit_log(self, limit).await
+    }
 }
 
 /// Touches a table of ours (not just the server), cheaply.

@@ -34,7 +34,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/postgres/0007_stage_faults.sql"),
     ),
-    // Version 8 is taken by another change in flight; numbers are never reused or renumbered.
+    (
+        8,
+        include_str!("../../migrations/postgres/0008_retention.sql"),
+    ),
     (
         9,
         include_str!("../../migrations/postgres/0009_payload_key_index.sql"),

@@ -27,6 +27,7 @@ mod outbox;
 mod payments;
 mod processing;
 mod read;
+mod retention;
 mod schema;
 mod writer;
 
@@ -122,6 +123,7 @@ impl SqliteStore {
         create_private_file(path)?;
         let mut conn = open_write_connection(path)?;
         schema::migrate(&mut conn)?;
+        ensure_incremental_vacuum(&conn, path)?;
 
         let (sender, receiver) = std::sync::mpsc::sync_channel(options.queue_capacity);
         let counters = Arc::new(Counters::default());
@@ -343,6 +345,41 @@ fn create_private_file(path: &Path) -> Result<(), StoreError> {
 
 /// The writer's connection: WAL, `synchronous=FULL` (every commit is fsynced before anyone is
 /// answered), foreign keys, a busy timeout and a statement cache.
+/// Retention frees pages in bulk; `auto_vacuum = INCREMENTAL` lets the retention stage hand
+/// them back to the file system in small steps (`PRAGMA incremental_vacuum`). A file created
+/// before hookgate set it (every database of schema version 6 or older) switches only
+/// through a `VACUUM`, which rewrites the whole file once: done here, at the first open by
+/// this version, before any other connection exists. It needs free disk space about the
+/// size of the file and time in proportion to it; until then (and if it fails) freed pages
+/// are still reused by new rows, the file just does not shrink.
+fn ensure_incremental_vacuum(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    const INCREMENTAL: i64 = 2;
+    let mode = |conn: &Connection| {
+        conn.query_row("PRAGMA auto_vacuum", [], |r| r.get::<_, i64>(0))
+            .map_err(from_sqlite)
+    };
+    if mode(conn)? == INCREMENTAL {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    tracing::warn!(
+        path = %path.display(),
+        "sqlite: switching the database to incremental auto-vacuum; VACUUM rewrites the file once"
+    );
+    conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+        .map_err(from_sqlite)?;
+    if mode(conn)? != INCREMENTAL {
+        return Err(StoreError::Unavailable(
+            "sqlite did not switch to auto_vacuum = INCREMENTAL".into(),
+        ));
+    }
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "sqlite: incremental auto-vacuum on"
+    );
+    Ok(())
+}
+
 pub(super) fn open_write_connection(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(
         path,
@@ -352,6 +389,16 @@ pub(super) fn open_write_connection(path: &Path) -> Result<Connection, StoreErro
     )
     .map_err(from_sqlite)?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(from_sqlite)?;
+    // Only a new, empty file takes it, and only before WAL mode writes its header; an
+    // existing file keeps its mode until `ensure_incremental_vacuum`'s VACUUM (and is not
+    // written to here: opening must work on a full disk).
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .map_err(from_sqlite)?;
+    if pages == 0 {
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+            .map_err(from_sqlite)?;
+    }
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
         .map_err(from_sqlite)?;

@@ -353,4 +353,9 @@ impl InspectStore for SqliteStore {
         self.read(move |conn| payments::read(conn, &object_id))
             .await
     }
+
+    async fn audit_log(&self, limit: u32) -> Result<Vec<crate::AuditRecord>, StoreError> {
+        self.read(move |conn| super::retention::audit_log(conn, limit))
+            .await
+    }
 }

@@ -30,7 +30,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/sqlite/0006_stage_faults.sql"),
     ),
-    // Version 7 is taken by another change in flight; numbers are never reused or renumbered.
+    (
+        7,
+        include_str!("../../migrations/sqlite/0007_retention.sql"),
+    ),
     (
         8,
         include_str!("../../migrations/sqlite/0008_payload_key_index.sql"),
@@ -102,7 +105,7 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5, 6, 8]);
+        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
@@ -356,6 +359,91 @@ mod tests {
             })
             .unwrap();
         assert_eq!(version, latest_version());
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+    }
+
+    /// A database written at schema version 6 (the previous one, in the file format of its
+    /// time: no auto-vacuum) opens at version 7: a stored payload is recorded as stored, a
+    /// missing one as purged at its receipt, the file is switched to incremental auto-vacuum,
+    /// and retention works on the migrated rows (and pins no key for the purged ones).
+    #[tokio::test]
+    async fn version_6_database_upgrades_to_7_with_payload_state_and_incremental_vacuum() {
+        use crate::{GroupCommitOptions, InboxStore, InspectStore, RetentionStore, SqliteStore};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v6.db");
+        {
+            let mut conn = super::super::open_write_connection(&path).unwrap();
+            assert_eq!(migrate_to(&mut conn, 6).unwrap(), vec![1, 2, 3, 4, 5, 6]);
+            // As older versions created files: without auto-vacuum.
+            conn.execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;")
+                .unwrap();
+            let auto_vacuum: i64 = conn
+                .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(auto_vacuum, 0);
+            for (id, payload) in [("kept", Some(&b"sealed kept"[..])), ("gone", None)] {
+                conn.execute(
+                    "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
+                         received_at, payload_key_version, payload_digest, \
+                         matched_secret_version, status, outcome) \
+                     VALUES (?1, 'stripe', 'ep', ?1, 1000, 2, x'01', 'v1', 'PROCESSED', \
+                         'applied')",
+                    [id],
+                )
+                .unwrap();
+                if let Some(p) = payload {
+                    conn.execute(
+                        "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)",
+                        rusqlite::params![id, p],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+
+        let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+        let kept = store.get_event("kept").await.unwrap().unwrap();
+        assert!(kept.payload_stored());
+        assert_eq!(kept.payload.as_deref(), Some(&b"sealed kept"[..]));
+        let gone = store.get_event("gone").await.unwrap().unwrap();
+        assert!(!gone.payload_stored());
+        assert_eq!(
+            gone.payload_purged_at_ms,
+            Some(1000),
+            "purged as of its receipt"
+        );
+        assert_eq!(store.oldest_stored_payload_ms().await.unwrap(), Some(1000));
+        assert_eq!(
+            store.purge_expired_payloads(2000, 5000, 10).await.unwrap(),
+            1
+        );
+        assert!(
+            !store
+                .get_event("kept")
+                .await
+                .unwrap()
+                .unwrap()
+                .payload_stored()
+        );
+        assert_eq!(store.oldest_stored_payload_ms().await.unwrap(), None);
+        store.close().await;
+        drop(store);
+
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 7);
+        let auto_vacuum: i64 = conn
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(auto_vacuum, 2, "INCREMENTAL after the one-time VACUUM");
         let check: String = conn
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .unwrap();

@@ -491,7 +491,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 9]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9]);
     for s in stores {
         s.close().await;
     }
@@ -945,7 +945,7 @@ async fn migration_7_makes_old_deliveries_due_and_orders_fetches_by_lease() {
     store.close().await;
 }
 
-/// A database at schema version 7 (before the payload key index) opens at version 9 with its
+/// A database at schema version 8 (before the payload key index) opens at version 9 with its
 /// rows as they were; a purged payload (`payload` NULL) pins no key and is not re-sealed.
 #[tokio::test]
 async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
@@ -962,17 +962,18 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
         store.accept(r).await.unwrap();
     }
     store.close().await;
-    // As a version 7 gateway left it, then retention purged one payload.
+    // As a version 8 gateway left it, then retention purged one payload.
     let client = sql(db.url()).await;
     client
         .batch_execute(
-            "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 7;",
+            "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 8;",
         )
         .await
         .unwrap();
     client
         .execute(
-            "UPDATE inbox SET payload = NULL WHERE inbox_id = $1",
+            "UPDATE inbox SET payload = NULL, payload_purged_at = received_at, \
+             status = 'PROCESSED' WHERE inbox_id = $1",
             &[&purged.inbox_id],
         )
         .await
@@ -1038,4 +1039,121 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
         None
     );
     store.close().await;
+}
+
+/// A database at schema version 7 (the previous one) opens at version 8: a stored payload is
+/// recorded as stored, a row left without one as purged at its receipt, and retention and an
+/// operator's purge (with its audit row) work on the migrated rows.
+#[tokio::test]
+async fn migration_8_records_payload_state_and_adds_the_audit_log() {
+    use hookgate_store::{PurgeRequest, PurgeSelection, RetentionStore};
+
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let kept = row("stripe", "ep", "kept");
+    let gone = row("stripe", "ep", "gone");
+    store.accept(kept.clone()).await.unwrap();
+    store.accept(gone.clone()).await.unwrap();
+    store.close().await;
+    let client = sql(db.url()).await;
+    // As a version 7 gateway left it (one row without payload, as a version 1 schema allowed).
+    client
+        .batch_execute(
+            "DROP INDEX inbox_payload_key; DROP TABLE audit_log; DROP INDEX inbox_payload_expiry; \
+             DROP INDEX object_state_expiry; DROP INDEX replay_digests_expiry; \
+             ALTER TABLE inbox DROP COLUMN payload_purged_at; \
+             DELETE FROM schema_migrations WHERE version >= 8",
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE inbox SET payload = NULL, status = 'PROCESSED' WHERE inbox_id = $1",
+            &[&gone.inbox_id],
+        )
+        .await
+        .unwrap();
+
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let k = store.get_event(&kept.inbox_id).await.unwrap().unwrap();
+    assert!(k.payload_stored());
+    assert_eq!(k.payload.as_deref(), Some(kept.payload.as_slice()));
+    let g = store.get_event(&gone.inbox_id).await.unwrap().unwrap();
+    assert!(!g.payload_stored());
+    assert_eq!(g.payload_purged_at_ms, Some(gone.received_at_ms));
+    assert_eq!(
+        store.oldest_stored_payload_ms().await.unwrap(),
+        Some(kept.received_at_ms)
+    );
+    let selection = PurgeSelection {
+        inbox_ids: vec![kept.inbox_id.clone()],
+        ..PurgeSelection::default()
+    };
+    // Still RECEIVED: left alone and reported.
+    let batch = store
+        .purge_payloads(PurgeRequest {
+            selection: &selection,
+            limit: 10,
+            now_ms: conformance::now_ms(),
+            actor: "ops",
+            audit_id: "a1",
+        })
+        .await
+        .unwrap();
+    assert!(batch.purged.is_empty());
+    assert_eq!(batch.still_received, 1);
+    assert_eq!(store.audit_log(5).await.unwrap().len(), 1);
+    let versions: Vec<i64> = client
+        .query(
+            "SELECT version FROM schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions.last(), Some(&9));
+    store.close().await;
+}
+
+/// Retention's searches are index range scans on an inbox of 50,000 rows, most of them
+/// purged already: the expired-payload search reads `inbox_payload_expiry` (purged rows are
+/// not in it), the expired-row search `inbox_endpoint_received`.
+#[tokio::test]
+async fn retention_searches_use_indexes_on_a_big_inbox() {
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    store.close().await;
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, received_at, \
+                 payload_key_version, payload_digest, matched_secret_version, status, \
+                 payload_purged_at) \
+             SELECT 'row_' || n, 'stripe', 'ep' || (n % 4), 'evt_' || n, n, 1, '\\x00', 'v1', \
+                 'PROCESSED', CASE WHEN n < 45000 THEN n END \
+             FROM generate_series(1, 50000) AS n; \
+             ANALYZE inbox;",
+        )
+        .await
+        .unwrap();
+    let payloads = explain(
+        &client,
+        "SELECT inbox_id FROM inbox i WHERE payload_purged_at IS NULL AND received_at < 46000 \
+         AND status IN ('PROCESSED', 'IGNORED') AND NOT EXISTS (SELECT 1 FROM outbox o \
+         WHERE o.inbox_id = i.inbox_id AND o.status = 'PENDING') \
+         ORDER BY received_at LIMIT 256 FOR UPDATE SKIP LOCKED",
+    )
+    .await;
+    assert!(payloads.contains("inbox_payload_expiry"), "{payloads}");
+    assert!(!payloads.contains("Seq Scan on inbox"), "{payloads}");
+    let rows = explain(
+        &client,
+        "SELECT inbox_id FROM inbox WHERE endpoint_id = 'ep1' AND received_at < 20000 \
+         AND status IN ('PROCESSED', 'IGNORED') ORDER BY received_at LIMIT 256 \
+         FOR UPDATE SKIP LOCKED",
+    )
+    .await;
+    assert!(rows.contains("inbox_endpoint_received"), "{rows}");
+    assert!(!rows.contains("Seq Scan on inbox"), "{rows}");
 }

@@ -168,7 +168,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 8]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8]);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
@@ -218,11 +218,22 @@ async fn schema_has_the_design_tables_and_checks() {
             "processed_at",
             // The number of the row's latest lease (schema version 6): orders payment fetches.
             "lease_seq",
+            // When the sealed payload was purged; NULL while stored (schema version 7).
+            "payload_purged_at",
         ]
     );
     // The sealed payload lives beside the inbox (schema version 4, a payload reference
     // rather than a column), so status updates never rewrite it.
     assert_eq!(columns(&conn, "inbox_payload"), ["inbox_id", "payload"]);
+    // What operators did to stored data (schema version 7; `events purge`, the API later).
+    assert_eq!(
+        columns(&conn, "audit_log"),
+        ["audit_id", "at", "actor", "action", "target", "detail"]
+    );
+    let auto_vacuum: i64 = conn
+        .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(auto_vacuum, 2, "new files are INCREMENTAL from the start");
     assert_eq!(
         columns(&conn, "outbox"),
         [
@@ -690,8 +701,8 @@ async fn disk_full_is_unavailable_then_recovers() {
 /// What a `/metrics` scrape and the leases ask is answered from indexes on tables of a
 /// realistic size (25,000 deliveries, 25,000 waiting events): `EXPLAIN QUERY PLAN` of the
 /// FAILED-delivery count, the outbox lease (without `IS NULL OR`, one range of its
-/// destination, no sort), the inbox lease (with its endpoint filter) and the per-endpoint
-/// waiting count never scans a table.
+/// destination, no sort), the inbox lease (with its endpoint filter), the per-endpoint
+/// waiting count and retention's searches never scan a table.
 #[tokio::test]
 async fn scrapes_and_leases_use_indexes_on_big_tables() {
     let dir = TempDir::new().unwrap();
@@ -749,6 +760,29 @@ async fn scrapes_and_leases_use_indexes_on_big_tables() {
              WHERE status = 'RECEIVED' GROUP BY endpoint_id",
             "COVERING INDEX",
         ),
+        // Retention's searches (sqlite/retention.rs): one range each, oldest first.
+        (
+            "SELECT inbox_id FROM inbox INDEXED BY inbox_payload_expiry \
+             WHERE payload_purged_at IS NULL AND received_at < 20000 \
+               AND status IN ('PROCESSED', 'IGNORED') \
+               AND NOT EXISTS (SELECT 1 FROM outbox o \
+                   WHERE o.inbox_id = inbox.inbox_id AND o.status = 'PENDING') \
+             ORDER BY received_at LIMIT 256",
+            "inbox_payload_expiry",
+        ),
+        (
+            "SELECT inbox_id, provider, endpoint_id, provider_event_id \
+             FROM inbox INDEXED BY inbox_endpoint_received \
+             WHERE endpoint_id = 'ep1' AND received_at < 20000 \
+               AND status IN ('PROCESSED', 'IGNORED') ORDER BY received_at LIMIT 256",
+            "inbox_endpoint_received",
+        ),
+        (
+            "SELECT inbox_id, provider, endpoint_id, provider_event_id \
+             FROM inbox INDEXED BY inbox_status \
+             WHERE status IN ('PROCESSED', 'IGNORED') AND received_at < 20000 LIMIT 256",
+            "inbox_status",
+        ),
     ];
     for (sql, index) in checks {
         let plan = plan(sql);
@@ -781,7 +815,10 @@ async fn version_4_database_upgrades_to_6() {
         // As a version 4 gateway left it.
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX outbox_failed; DROP INDEX outbox_due; DROP INDEX inbox_due; \
+            "DROP TABLE audit_log; DROP INDEX inbox_payload_expiry; \
+             DROP INDEX object_state_expiry; DROP INDEX replay_digests_expiry; \
+             ALTER TABLE inbox DROP COLUMN payload_purged_at; \
+             DROP INDEX outbox_failed; DROP INDEX outbox_due; DROP INDEX inbox_due; \
              DROP TABLE lease_sequence; \
              ALTER TABLE inbox DROP COLUMN lease_seq; \
              ALTER TABLE payment_state DROP COLUMN fetch_seq; \

@@ -1,4 +1,4 @@
-//! `hookgate events list|show|retry`: what operators (and scripts) see of stored events.
+//! `hookgate events list|show|retry|purge`: what operators (and scripts) see of stored events.
 //!
 //! `list --json` prints one JSON object per line; `show` prints metadata only, unless
 //! `--payload` asks to decrypt the stored body, which is logged as a deliberate act.
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::app::open_store;
 use crate::config::Config;
-use crate::state::{Clock, SystemClock};
+use crate::state::process_clock;
 use crate::telemetry;
 
 #[derive(Debug, Subcommand)]
@@ -47,12 +47,20 @@ pub enum EventsCommand {
     },
     /// Put a FAILED event back to RECEIVED, due now, attempts reset; or, for a processed
     /// event, put only its FAILED deliveries back to PENDING.
+    /// Refused (exit 3, `{"error":"payload_purged"}` on stderr) when the event's payload
+    /// was purged: nothing is left to process or deliver.
     Retry {
         #[arg(long, short)]
         config: PathBuf,
         id: String,
     },
+    /// Remove the sealed payloads of events now (privacy request), keep their id records,
+    /// and record it in the audit log. Select by ids and/or --endpoint, --before, --older-than.
+    Purge(super::purge::PurgeArgs),
 }
+
+/// Exit code of `events retry` for an event whose payload was purged.
+pub const EXIT_PAYLOAD_PURGED: i32 = 3;
 
 pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -138,6 +146,12 @@ pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
                 store.close().await;
                 result
             }
+            EventsCommand::Purge(args) => {
+                let (_, store) = open(&args.config).await?;
+                let result = super::purge::run(&store, &args, &*process_clock()).await;
+                store.close().await;
+                result
+            }
         }
     })
 }
@@ -150,7 +164,7 @@ async fn open(path: &Path) -> anyhow::Result<(Config, SharedStore)> {
 }
 
 async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
-    let now = SystemClock.now_ms();
+    let now = process_clock().now_ms();
     if store.retry_event(id, now).await? {
         tracing::info!(inbox_id = %id, "event put back for processing by operator");
         println!("event {id} is RECEIVED again; a worker will process it");
@@ -166,6 +180,15 @@ async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
         return Ok(0);
     }
     match store.get_event(id).await? {
+        Some(e) if !e.payload_stored() => {
+            let refused = crate::relay::ops::ReplayRefused::PayloadPurged;
+            eprintln!("{}", refused.body());
+            eprintln!(
+                "event {id} cannot be retried: its payload was purged (retention or events purge); \
+                 only its id record is left"
+            );
+            return Ok(EXIT_PAYLOAD_PURGED);
+        }
         Some(e) => eprintln!(
             "event {id} is {}, not FAILED, and has no FAILED delivery: nothing to retry",
             e.status
@@ -217,6 +240,7 @@ fn metadata(e: &InboxRecord) -> Value {
         "last_error": e.last_error,
         "payload_key_version": e.payload_key_version,
         "matched_secret_version": e.matched_secret_version,
-        "payload_stored": e.payload.is_some(),
+        "payload_stored": e.payload_stored(),
+        "payload_purged_at_ms": e.payload_purged_at_ms,
     })
 }

@@ -1,16 +1,20 @@
 //! Command-line interface: `serve` (the gateway), `worker` (the background stages alone),
 //! `config check`, `send` (one signed request), `providers list` / `show` / `docs` (the
-//! built-in packs), `bench` (the load generator, with the default-on
-//! `bench` feature), `events list` / `show` / `retry` (operator inspection and retry) and
-//! `keys status` (stored payloads per payload key version).
+//! built-in packs), `bench` and `bench-seed` (the load generator and the retention
+//! benchmark's backlog, with the default-on `bench` feature), `events list` / `show` /
+//! `retry` / `purge` (operator inspection, retry and deletion on request) and `keys status`
+//! (stored payloads per payload key version).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
 #[cfg(feature = "bench")]
 pub mod bench;
+#[cfg(feature = "bench")]
+pub mod bench_seed;
 pub mod events;
 pub mod keys;
 pub mod providers;
 pub mod providers_test;
+pub mod purge;
 pub mod send;
 
 use std::path::PathBuf;
@@ -53,6 +57,11 @@ pub enum Command {
     /// Load-generate signed traffic against a running gateway, then verify its store.
     #[cfg(feature = "bench")]
     Bench(bench::BenchArgs),
+    /// Bench only: fill the store with finished rows received long ago (the retention
+    /// benchmark's backlog).
+    #[cfg(feature = "bench")]
+    #[command(name = "bench-seed", hide = true)]
+    BenchSeed(bench_seed::SeedArgs),
     /// Run the processing workers and the relay alone (no webhook listener; the admin
     /// listener when configured), for split deployments.
     Worker {
@@ -115,6 +124,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run_blocking(args),
+        #[cfg(feature = "bench")]
+        Command::BenchSeed(args) => bench_seed::run_blocking(args),
         Command::Worker { config, dev } => run_gateway(config, Roles::WORKER, dev),
         Command::Events { command } => events::run(command),
         Command::Keys { command } => keys::run(command),

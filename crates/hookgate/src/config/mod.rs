@@ -12,6 +12,7 @@ mod policies;
 pub mod raw;
 mod render;
 mod resolve;
+pub mod retention;
 mod secrets;
 mod store;
 
@@ -193,6 +194,8 @@ pub struct EndpointConfig {
     /// `[[destinations]]` ids this endpoint's processed events are delivered to (fan-out):
     /// one outbox row each, written by the processing transaction.
     pub destinations: Vec<String>,
+    /// How long this endpoint's id records are kept (see [`retention`]).
+    pub idempotency: retention::IdempotencyWindow,
 }
 
 /// The business handlers a config can name (`handlers = [...]`).
@@ -347,6 +350,8 @@ pub struct Config {
     pub literal_secrets: Vec<String>,
     /// User-defined provider packs (`[[provider_packs]]`, then `provider_packs_dir`).
     pub provider_packs: Vec<&'static Pack>,
+    /// `[retention]`: how long payloads and id records are kept.
+    pub retention: retention::RetentionConfig,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }

@@ -37,6 +37,8 @@ pub struct RawConfig {
     pub secrets: Option<RawSecrets>,
     #[serde(default)]
     pub vault: Option<RawVault>,
+    #[serde(default)]
+    pub retention: Option<super::retention::RawRetention>,
 }
 
 /// `[secrets]`: how secret sources are read.
@@ -178,6 +180,8 @@ pub struct RawEndpoint {
     pub options: Option<std::collections::BTreeMap<String, toml::Value>>,
     /// How long a verified body is remembered against replays under a fresh unsigned id.
     pub replay_window_seconds: Option<u64>,
+    /// How long this endpoint's id records are kept (overrides `[retention]`).
+    pub idempotency_days: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -158,6 +158,11 @@ pub fn render_redacted(c: &Config) -> String {
         if let Some(ms) = e.replay_window_ms {
             let _ = writeln!(out, "replay_window_seconds = {}", ms / 1000);
         }
+        let _ = writeln!(
+            out,
+            "idempotency_days = {}\n# payload kept {} days (retention.payload_days)",
+            e.idempotency.days, c.retention.payload_days
+        );
         match e.tolerance_seconds {
             Some(t) => {
                 let _ = writeln!(out, "tolerance_seconds = {t}");
@@ -220,6 +225,7 @@ pub fn render_redacted(c: &Config) -> String {
     if let Some(address) = &c.secrets.vault_address {
         let _ = writeln!(out, "\n[vault]\naddress = {address:?}\n# token redacted");
     }
+    super::retention::render(c, &mut out);
     out
 }
 

@@ -124,10 +124,19 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         raw.provider_packs_dir.as_deref(),
         base,
     )?;
+    let retention = super::retention::resolve_retention(raw.retention)?;
     let mut endpoints: Vec<EndpointConfig> = Vec::with_capacity(raw.endpoints.len());
     for (i, mut e) in raw.endpoints.into_iter().enumerate() {
         let wanted_destinations = e.destinations.take();
+        let idempotency_days = e.idempotency_days.take();
         let mut ep = resolve_endpoint(e, i, base, &provider_packs, &mut warnings)?;
+        ep.idempotency = super::retention::resolve_window(
+            idempotency_days,
+            &format!("endpoints[{i}].idempotency_days"),
+            ep.pack,
+            &retention,
+            &mut warnings,
+        )?;
         ep.destinations =
             destinations::resolve_endpoint_destinations(wanted_destinations, i, &destinations)?;
         if endpoints.iter().any(|other| other.id == ep.id) {
@@ -178,6 +187,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         secrets,
         literal_secrets,
         provider_packs,
+        retention,
         warnings,
     })
 }
@@ -625,6 +635,7 @@ fn resolve_endpoint(
         object_id_pointer,
         object_version_pointer,
         destinations: Vec::new(),
+        idempotency: super::retention::IdempotencyWindow::UNRESOLVED,
         id: e.id,
         pack,
         public_url: e.public_url,

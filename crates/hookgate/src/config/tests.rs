@@ -518,6 +518,41 @@ fn config_file_secrets_resolve_against_the_config_folder() {
 /// Every invalid file, with the exact error.
 fn invalid_cases() -> Vec<(String, &'static str)> {
     vec![
+        // [retention] and endpoints' idempotency windows.
+        (
+            plus("[retention]\npayload_days = 0\n"),
+            "config error at `retention.payload_days`: must be at least 1 (day)",
+        ),
+        (
+            plus("[retention]\npayload_days = 60\nidempotency_days = 45\n"),
+            "config error at `retention.idempotency_days`: 45 days is shorter than retention.payload_days (60): the id record must outlive the payload",
+        ),
+        (
+            plus(&format!(
+                "[retention]\npayload_days = 40\n\n{}",
+                sw_endpoint("idempotency_days = 35\n")
+            )),
+            "config error at `endpoints[0].idempotency_days`: 35 days is shorter than retention.payload_days (40): the id record must outlive the payload",
+        ),
+        (
+            plus(&format!(
+                "[retention]\npayload_days = 40\nidempotency_days = 50\n\n{}",
+                sw_endpoint("idempotency_days = 39\n")
+            )),
+            "config error at `endpoints[0].idempotency_days`: 39 days is shorter than retention.payload_days (40): the id record must outlive the payload",
+        ),
+        (
+            plus("[retention]\ninterval_seconds = 0\n"),
+            "config error at `retention.interval_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus("[retention]\nbatch_size = 0\n"),
+            "config error at `retention.batch_size`: must be between 1 and 10000",
+        ),
+        (
+            plus("[retention]\nkeep_forever = true\n"),
+            "config error at `line 12`: unknown field `keep_forever`, expected one of `payload_days`, `idempotency_days`, `interval_seconds`, `batch_size`",
+        ),
         // The file as a whole.
         (
             "".into(),
@@ -525,7 +560,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
@@ -882,7 +917,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&github_endpoint("colour = 1\n")),
-            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`",
+            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`",
         ),
         (
             plus("[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n"),
@@ -1366,6 +1401,81 @@ fn public_proxies_and_open_admin_binds_need_their_keys() {
     assert_eq!(c.admin.max_connections, 64);
 }
 
+/// Each endpoint's idempotency window: its own key, else `[retention]`'s, else from its
+/// pack (the larger of 30 days and the redelivery horizon; 90 without a signed timestamp),
+/// never below `payload_days`.
+#[test]
+fn retention_windows_resolve_per_endpoint() {
+    use super::retention::WindowSource;
+    let window = |c: &Config, id: &str| c.endpoint(id).unwrap().idempotency;
+    let c = load(&plus(&format!(
+        "{}\n{}",
+        sw_endpoint(""),
+        github_endpoint("")
+    )))
+    .unwrap();
+    assert_eq!(c.retention.payload_days, 30);
+    assert_eq!(c.retention.interval, Duration::from_secs(300));
+    assert_eq!(c.retention.batch_size, 256);
+    assert_eq!(window(&c, "sw").days, 30);
+    assert_eq!(window(&c, "sw").source, WindowSource::ProviderHorizon);
+    assert_eq!(window(&c, "gh").days, 90, "GitHub signs no timestamp");
+    assert_eq!(window(&c, "gh").source, WindowSource::UnsignedTimestamp);
+    assert_eq!(
+        c.retention.unconfigured_window_ms(&c.endpoints),
+        90 * 86_400_000
+    );
+
+    // Adyen redelivers for 30 days and signs no timestamp: 90. Svix (27.5 h horizon): 30.
+    let adyen = load(&plus(&adyen_endpoint(""))).unwrap();
+    assert_eq!(window(&adyen, "ad").days, 90);
+
+    let c = load(&plus(&format!(
+        "[retention]\npayload_days = 45\nidempotency_days = 60\ninterval_seconds = 5\n\n{}\n{}",
+        sw_endpoint("idempotency_days = 400\n"),
+        github_endpoint("")
+    )))
+    .unwrap();
+    assert_eq!(window(&c, "sw").days, 400);
+    assert_eq!(window(&c, "sw").source, WindowSource::Endpoint);
+    assert_eq!(
+        window(&c, "gh").days,
+        60,
+        "the global key overrides the pack"
+    );
+    assert_eq!(window(&c, "gh").source, WindowSource::Retention);
+    assert_eq!(c.retention.interval, Duration::from_secs(5));
+    assert_eq!(
+        c.retention.unconfigured_window_ms(&c.endpoints),
+        400 * 86_400_000,
+        "rows of removed endpoints: the longest window"
+    );
+
+    // A default below payload_days is raised to it.
+    let c = load(&plus(&format!(
+        "[retention]\npayload_days = 120\n\n{}",
+        github_endpoint("")
+    )))
+    .unwrap();
+    assert_eq!(window(&c, "gh").days, 120);
+    assert_eq!(window(&c, "gh").source, WindowSource::PayloadDays);
+
+    // Shorter than the provider's horizon is allowed, with a warning.
+    let c = load(&plus(&format!(
+        "[retention]\npayload_days = 1\n\n{}",
+        adyen_endpoint("idempotency_days = 7\n")
+    )))
+    .unwrap();
+    assert_eq!(window(&c, "ad").days, 7);
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("endpoints[0].idempotency_days = 7") && w.contains("30 days")),
+        "{:?}",
+        c.warnings
+    );
+}
+
 #[test]
 fn config_invalid_files_name_the_key() {
     let mut wrong = Vec::new();
@@ -1535,6 +1645,8 @@ timeout_ms = 10000
 [[endpoints]]
 id = "pay"
 provider = "stripe"
+idempotency_days = 30
+# payload kept 30 days (retention.payload_days)
 tolerance_seconds = 300
 max_body_bytes = 1048576
 allowed_event_types = ["payment_intent.*"]
@@ -1547,6 +1659,8 @@ handlers = ["payments_projection"]
 [[endpoints]]
 id = "sw"
 provider = "standard_webhooks"
+idempotency_days = 30
+# payload kept 30 days (retention.payload_days)
 tolerance_seconds = 300
 max_body_bytes = 1048576
 # allowed_event_types: all
@@ -1587,6 +1701,14 @@ retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
 
 [secrets]
 exec_timeout_ms = 5000
+
+[retention]
+payload_days = 30
+interval_seconds = 300
+batch_size = 256
+# idempotency_days: per endpoint from its provider
+# endpoint "pay": payload kept 30 days, id record kept 30 days (default: the larger of 30 days and the provider's redelivery horizon)
+# endpoint "sw": payload kept 30 days, id record kept 30 days (default: the larger of 30 days and the provider's redelivery horizon)
 "#;
     assert_eq!(render_redacted(&c), expected);
 }

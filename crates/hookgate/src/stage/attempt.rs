@@ -16,7 +16,7 @@ use crate::telemetry;
 /// Why a sealed payload could not be opened. Both are permanent: retrying changes nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum PayloadError {
-    #[error("payload was purged by retention")]
+    #[error("payload was purged (retention or events purge)")]
     Purged,
     #[error("cannot open the sealed payload: {0}")]
     Open(#[from] SealError),

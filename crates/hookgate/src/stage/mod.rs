@@ -1,5 +1,6 @@
-//! The lease loop every background stage shares (processing and delivery today; retention and
-//! reconciliation later; `reseal` re-seals payloads after a key rotation, see [`reseal`]): lease due rows → open the sealed payload → do the stage's work →
+//! The loop every background stage shares (processing and delivery lease rows; retention,
+//! [`retention`], runs timed passes over expired data; [`reseal`] re-seals payloads after a
+//! key rotation; reconciliation later): lease due rows → open the sealed payload → do the stage's work →
 //! settle each row, fenced on its lease, with backoff or `FAILED`.
 //!
 //! What is the same for every stage lives here: opening a payload and deciding the next
@@ -12,6 +13,7 @@ pub mod attempt;
 pub mod health;
 pub mod pool;
 pub mod reseal;
+pub mod retention;
 
 use std::future::Future;
 
@@ -24,6 +26,8 @@ pub use self::pool::StagePool;
 pub const PROCESSING: &str = "processing";
 /// Stage name of the relay that delivers outbox rows.
 pub const DELIVERY: &str = "delivery";
+/// Stage name of the purge of expired payloads and id records.
+pub const RETENTION: &str = "retention";
 
 /// How one leased row ended, for logs and tests. `T` is the stage's success.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,6 +15,7 @@ mod pipeline;
 mod postgres;
 mod processing;
 mod providers;
+mod retention;
 mod roles;
 mod secrets;
 mod stage_faults;

@@ -38,6 +38,8 @@ mod batch;
 pub use batch::*;
 mod keys;
 pub use keys::*;
+mod retention;
+pub use retention::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -166,6 +168,10 @@ macro_rules! conformance_tests {
             lease_skips_rows_of_unserved_endpoints,
             payment_fetches_are_ordered_by_lease_not_by_clock,
             payloads_are_counted_walked_and_resealed_per_key_version,
+            retention_purges_expired_payloads_of_finished_rows_only,
+            expired_rows_go_with_what_follows_them,
+            ended_replay_claims_are_deleted,
+            operator_purge_is_audited_and_blocks_replays,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
