@@ -145,10 +145,27 @@ impl PackSpec {
                 ("ed25519_public_hex", SecretFormat::Ed25519PublicHex),
                 ("p256_spki_der_base64", SecretFormat::P256SpkiDerBase64),
                 ("x509_pem", SecretFormat::X509Pem),
+                ("whsec_base64_or_utf8", SecretFormat::WhsecBase64OrUtf8),
+                ("ed25519_public_base64", SecretFormat::Ed25519PublicBase64),
+                ("key_id_and_secret", SecretFormat::KeyIdAndSecret),
             ],
         )?;
+        let mut content_encodings = Vec::new();
+        for (i, coding) in self.content_encoding.iter().enumerate() {
+            if coding != "gzip" {
+                return Err(paths.err(
+                    &format!("content_encoding[{i}]"),
+                    format!("unknown content coding {coding:?} (expected gzip)"),
+                ));
+            }
+            content_encodings.push(keep(coding));
+        }
 
         let public_key_format = match scheme {
+            // Ed25519 keys come in hex or base64, as the provider shows them.
+            Scheme::Ed25519 if secret_format == SecretFormat::Ed25519PublicBase64 => {
+                Some(SecretFormat::Ed25519PublicBase64)
+            }
             Scheme::Ed25519 => Some(SecretFormat::Ed25519PublicHex),
             Scheme::EcdsaP256 => Some(SecretFormat::P256SpkiDerBase64),
             Scheme::RsaSha256Certificate => Some(SecretFormat::X509Pem),
@@ -157,6 +174,7 @@ impl PackSpec {
         let is_public = matches!(
             secret_format,
             SecretFormat::Ed25519PublicHex
+                | SecretFormat::Ed25519PublicBase64
                 | SecretFormat::P256SpkiDerBase64
                 | SecretFormat::X509Pem
         );
@@ -307,6 +325,18 @@ impl PackSpec {
             }
             None
         };
+        let key_id_header = sig
+            .key_id_header
+            .as_deref()
+            .map(|h| header_name(paths, "signature.key_id_header", h))
+            .transpose()?;
+        let keyed = secret_format == SecretFormat::KeyIdAndSecret;
+        if keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac) {
+            return Err(paths.err(
+                "signature.key_id_header",
+                "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
+            ));
+        }
         let url_scheme = scheme == Scheme::UrlParamsHmac;
         if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
             return Err(paths.err(
@@ -592,6 +622,9 @@ impl PackSpec {
         if let Some(h) = algorithm_header {
             signed_headers.push(h);
         }
+        if let Some(h) = key_id_header {
+            signed_headers.push(h);
+        }
         let mut unique = Vec::new();
         for h in signed_headers {
             if !unique.contains(&h) {
@@ -642,6 +675,8 @@ impl PackSpec {
             form_payload_field,
             replay_defence,
             redelivery_horizon_seconds: self.redelivery_horizon_seconds,
+            key_id_header,
+            content_encodings: keep_all(content_encodings),
             duplicate_checked_headers: keep_all(unique),
         })
     }

@@ -36,6 +36,9 @@ impl SecretFormat {
             SecretFormat::Ed25519PublicHex => "ed25519_public_hex",
             SecretFormat::P256SpkiDerBase64 => "p256_spki_der_base64",
             SecretFormat::X509Pem => "x509_pem",
+            SecretFormat::WhsecBase64OrUtf8 => "whsec_base64_or_utf8",
+            SecretFormat::Ed25519PublicBase64 => "ed25519_public_base64",
+            SecretFormat::KeyIdAndSecret => "key_id_and_secret",
         }
     }
 
@@ -65,6 +68,17 @@ impl SecretFormat {
             SecretFormat::X509Pem => {
                 "the provider's signing certificate in PEM (pinned: a certificate URL named by \
                  the request is never fetched); it verifies only"
+            }
+            SecretFormat::WhsecBase64OrUtf8 => {
+                "the secret as the provider shows it: a `whsec_` secret is base64-decoded after \
+                 the prefix, any other secret is used as its UTF-8 bytes"
+            }
+            SecretFormat::Ed25519PublicBase64 => {
+                "the provider's Ed25519 public key in base64 (32 bytes); it verifies only"
+            }
+            SecretFormat::KeyIdAndSecret => {
+                "`<key id>:<secret>`: the key id the request names, a colon, then the secret \
+                 string used verbatim"
             }
         }
     }
@@ -97,6 +111,7 @@ impl TimeFormat {
             TimeFormat::UnixSeconds => "unix seconds",
             TimeFormat::UnixMillis => "unix milliseconds",
             TimeFormat::Rfc3339 => "RFC 3339",
+            TimeFormat::Iso8601Utc => "ISO 8601 (UTC without an offset)",
         }
     }
 }

@@ -196,6 +196,11 @@ impl Pack {
             TimeFormat::Rfc3339 => common::parse_rfc3339(text)
                 .and_then(|s| s.checked_mul(1000))
                 .ok_or(malformed),
+            // A date-time without an offset is UTC.
+            TimeFormat::Iso8601Utc => common::parse_rfc3339(text)
+                .or_else(|| common::parse_rfc3339(&format!("{text}Z")))
+                .and_then(|s| s.checked_mul(1000))
+                .ok_or(malformed),
         }
     }
 
@@ -203,7 +208,7 @@ impl Pack {
         match format {
             TimeFormat::UnixSeconds => unix_seconds.to_string(),
             TimeFormat::UnixMillis => unix_seconds.saturating_mul(1000).to_string(),
-            TimeFormat::Rfc3339 => common::format_rfc3339(unix_seconds),
+            TimeFormat::Rfc3339 | TimeFormat::Iso8601Utc => common::format_rfc3339(unix_seconds),
         }
     }
 
@@ -315,6 +320,11 @@ impl Pack {
                 timestamp_millis = Some(self.parse_time(rule.format, text)?);
             }
         }
+        if let Some(name) = self.key_id_header {
+            signed_header(headers, name, MalformedSignature)?
+                .filter(|id| !id.is_empty())
+                .ok_or(bad(MissingSignature))?;
+        }
         let mut template_values = Vec::new();
         for part in &self.template {
             if let Part::Header(name) = part {
@@ -374,6 +384,9 @@ impl Pack {
                 };
                 let parts = self.signed_parts(&inputs)?;
                 match self.scheme {
+                    Scheme::Hmac if self.key_id_header.is_some() => {
+                        self.verify_keyed_hmac(ctx, secrets, &parts, &metadata.signatures)?
+                    }
                     Scheme::Hmac => {
                         verify_hmac(self.algorithm, secrets, &parts, &metadata.signatures)?
                     }
@@ -434,6 +447,44 @@ impl Pack {
             }
         }
         Ok(verified)
+    }
+}
+
+impl Pack {
+    /// `key_id_and_secret` secrets: only those whose key id is the one the request names are
+    /// tried, each with its secret part; the index reported is the configured one.
+    fn verify_keyed_hmac(
+        &self,
+        ctx: &RequestContext<'_>,
+        secrets: &[TrustedSecret<'_>],
+        parts: &[&[u8]],
+        candidates: &[Vec<u8>],
+    ) -> Result<Verified, Rejection> {
+        let named = self
+            .key_id_header
+            .and_then(|name| ctx.headers.get(name))
+            .map(HeaderValue::as_bytes)
+            .ok_or(bad(BadRequestReason::MissingSignature))?;
+        for (index, secret) in secrets.iter().enumerate() {
+            let Some((key_id, key)) = primitives::split_key_id(secret.key.expose()) else {
+                continue;
+            };
+            // Key ids are not secret; the secret part is compared in constant time.
+            if key_id != named {
+                continue;
+            }
+            let key = SecretMaterial::new(key.to_vec());
+            let one = [TrustedSecret {
+                version: secret.version,
+                key: &key,
+            }];
+            if verify_hmac(self.algorithm, &one, parts, candidates).is_ok() {
+                return Ok(Verified {
+                    matched_secret_index: index,
+                });
+            }
+        }
+        Err(Rejection::InvalidSignature)
     }
 }
 

@@ -86,6 +86,7 @@ use std::sync::OnceLock;
 mod api;
 mod compile;
 mod docs;
+mod encoding;
 mod engine;
 mod extract;
 #[cfg(feature = "fuzzing")]
@@ -101,6 +102,7 @@ pub use api::{
     Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
     SignTarget, SignedDelivery, check_public_url,
 };
+pub use encoding::DecodeError;
 pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
 
@@ -254,6 +256,11 @@ pub(crate) enum SecretFormat {
     Ed25519PublicHex,
     P256SpkiDerBase64,
     X509Pem,
+    /// `whsec_` + base64 is decoded; any other secret is its UTF-8 bytes.
+    WhsecBase64OrUtf8,
+    Ed25519PublicBase64,
+    /// `<key id>:<secret>`: the request names the key id (`signature.key_id_header`).
+    KeyIdAndSecret,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,6 +284,8 @@ pub(crate) enum TimeFormat {
     UnixSeconds,
     UnixMillis,
     Rfc3339,
+    /// ISO 8601 date-time; without an offset it is UTC.
+    Iso8601Utc,
 }
 
 /// Where a value lives in a request.
@@ -458,6 +467,10 @@ pub struct Pack {
     form_payload_field: Option<&'static str>,
     replay_defence: Option<ReplayDefence>,
     redelivery_horizon_seconds: Option<u64>,
+    /// The header naming which configured key signed (`key_id_and_secret` secrets).
+    key_id_header: Option<&'static str>,
+    /// Content codings the provider may apply (`gzip`); the signature covers the decoded body.
+    content_encodings: &'static [&'static str],
     /// Signed headers: a repetition answers `duplicated_signature`.
     duplicate_checked_headers: &'static [&'static str],
 }

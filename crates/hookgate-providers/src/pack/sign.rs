@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::engine::{TemplateInputs, first_header};
-use super::primitives::{Signer, SigningKey, sha256_hex};
+use super::primitives::{Signer, SigningKey, sha256_hex, split_key_id};
 use super::schemes::sorted_params;
 use super::{
     EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
@@ -57,6 +57,12 @@ impl Pack {
             IdRule::Json(pointers) => IdLocation::BodyPointer(pointers[0]),
             IdRule::Composed(parts) => IdLocation::BodyPointer(parts[0].0),
         }
+    }
+
+    /// The public key that verifies signatures of `key`, written as this pack's
+    /// `secret_format` expects it (what an endpoint configures).
+    pub fn public_key_text(&self, key: &SigningKey) -> Option<String> {
+        key.public_key_in(self.secret_format)
     }
 
     fn signature_value(&self, encoded: &str, timestamp: Option<&str>) -> String {
@@ -152,7 +158,11 @@ impl Pack {
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {
                     (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
-                        let tag = self.algorithm.mac(key.expose(), &parts);
+                        let key = match self.key_id_header {
+                            Some(_) => split_key_id(key.expose()).map_or(&[][..], |(_, k)| k),
+                            None => key.expose(),
+                        };
+                        let tag = self.algorithm.mac(key, &parts);
                         Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
                     }
                     (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
@@ -227,6 +237,11 @@ impl Pack {
             if Some(part) != type_header && !headers.iter().any(|(n, _)| n == part) {
                 common::push_header(&mut headers, part, value);
             }
+        }
+        if let (Some(name), Some(key)) = (self.key_id_header, shared)
+            && let Some((key_id, _)) = split_key_id(key.expose())
+        {
+            common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
         if let (Some(encoded), Some(name)) = (signature, self.signature_header_names.first()) {
             let value = self.signature_value(&encoded, timestamp.as_deref());

@@ -27,6 +27,10 @@ pub struct PackSpec {
     /// The `Content-Type` that `sign` sends; defaults to the first accepted one.
     #[serde(default)]
     pub send_content_type: Option<String>,
+    /// Content codings the provider applies (`gzip`): the body is decoded within the body
+    /// limit before verification; any other `Content-Encoding` is refused (415).
+    #[serde(default)]
+    pub content_encoding: Vec<String>,
     /// `utf8`, `whsec_base64`, `hex` or `base64`.
     pub secret_format: String,
     pub signature: SignatureSpec,
@@ -117,6 +121,10 @@ pub struct SignatureSpec {
     pub headers: Vec<String>,
     #[serde(default)]
     pub format: Option<SignatureFormatSpec>,
+    /// A header naming the key that signed (`key_id_and_secret` secrets: only the configured
+    /// secrets with that key id are tried; absent header = 400 `missing_signature`).
+    #[serde(default)]
+    pub key_id_header: Option<String>,
     /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512` (HMAC schemes only).
     #[serde(default)]
     pub algorithm: Option<String>,

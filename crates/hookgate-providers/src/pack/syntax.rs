@@ -287,6 +287,7 @@ pub(crate) fn timestamp_rule(
                 ("unix_seconds", TimeFormat::UnixSeconds),
                 ("unix_millis", TimeFormat::UnixMillis),
                 ("rfc3339", TimeFormat::Rfc3339),
+                ("iso8601_utc", TimeFormat::Iso8601Utc),
             ],
         )?,
         tolerance_seconds: spec.tolerance_seconds,
