@@ -22,6 +22,8 @@ struct Coverage<'a> {
     scheme: Scheme,
     template: &'a [Part],
     fields: &'a [&'static str],
+    /// `jwt_hmac` with a body hash claim.
+    jwt_body: bool,
 }
 
 impl Coverage<'_> {
@@ -30,6 +32,7 @@ impl Coverage<'_> {
             Scheme::SharedToken => false,
             Scheme::UrlParamsHmac => true,
             Scheme::FieldsHmac => false,
+            Scheme::JwtHmac => self.jwt_body,
             _ => self.template.contains(&Part::Body),
         }
     }
@@ -242,12 +245,13 @@ impl PackSpec {
                 ("text", Encoding::Text),
             ],
         )?;
-        if (encoding == Encoding::Text) != (scheme == Scheme::SharedToken) {
+        if (encoding == Encoding::Text) != matches!(scheme, Scheme::SharedToken | Scheme::JwtHmac) {
             return Err(paths.err(
                 "signature.encoding",
-                "\"text\" is the encoding of shared tokens, and only theirs",
+                "\"text\" is the encoding of shared tokens and JWTs, and only theirs",
             ));
         }
+        let jwt = super::syntax::jwt_rule(paths, scheme, sig.jwt.as_ref())?;
         let format = match &sig.format {
             Some(f) => signature_format(paths, f)?,
             None if header_required || !signature_headers.is_empty() => {
@@ -257,6 +261,7 @@ impl PackSpec {
                 prefix: None,
                 prefix_optional: false,
                 repeated_header: false,
+                each_header: false,
             },
         };
         let parts = match (&sig.signed, scheme.uses_template()) {
@@ -366,11 +371,13 @@ impl PackSpec {
             .as_ref()
             .map(|t| timestamp_rule(paths, t, &format))
             .transpose()?;
-        if let SignatureFormat::KeyValue {
-            timestamp_key: Some(_),
-            ..
-        } = format
-        {
+        if matches!(
+            format,
+            SignatureFormat::KeyValue {
+                timestamp_key: Some(_),
+                ..
+            } | SignatureFormat::TimestampThenSignatures { .. }
+        ) {
             let from_param = timestamp
                 .as_ref()
                 .is_some_and(|t| matches!(t.from.as_slice(), [Location::SignatureParam(_)]));
@@ -433,6 +440,7 @@ impl PackSpec {
             scheme,
             template: &parts,
             fields: &covered_fields,
+            jwt_body: jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
         };
         let event_id = id_rule(paths, &self.event_id)?;
         let id_in_template = parts.iter().any(|p| matches!(p, Part::Id));
@@ -465,6 +473,7 @@ impl PackSpec {
                     format,
                     SignatureFormat::Plain {
                         repeated_header: false,
+                        each_header: false,
                         ..
                     }
                 ) && !signature_headers.is_empty()
@@ -544,6 +553,16 @@ impl PackSpec {
             .enumerate()
             .map(|(i, h)| super::syntax::handshake(paths, i, h))
             .collect::<Result<Vec<_>, _>>()?;
+        for (i, h) in handshakes.iter().enumerate() {
+            if let Some((_, option)) = h.token
+                && !option_rules.iter().any(|o| o.name == option)
+            {
+                return Err(paths.err(
+                    &format!("handshakes[{i}].token.option"),
+                    format!("{option:?} is not declared in options"),
+                ));
+            }
+        }
         let form_payload_field = self
             .form_payload_field
             .as_deref()
@@ -676,6 +695,7 @@ impl PackSpec {
             replay_defence,
             redelivery_horizon_seconds: self.redelivery_horizon_seconds,
             key_id_header,
+            jwt,
             content_encodings: keep_all(content_encodings),
             duplicate_checked_headers: keep_all(unique),
         })

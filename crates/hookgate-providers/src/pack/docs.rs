@@ -121,6 +121,7 @@ impl Pack {
     pub fn id_source(&self) -> String {
         let mut text = match &self.event_id {
             IdRule::Headers(names) => format!("header {}", names.join(" or ")),
+            IdRule::Json(pointers) if pointers.is_empty() => "none sent".to_owned(),
             IdRule::Json(pointers) => format!("body {}", pointers.join(" or ")),
             IdRule::Composed(parts) => {
                 let names: Vec<String> = parts
@@ -153,6 +154,7 @@ impl Pack {
             Location::Json { pointer, .. } => {
                 let body = match self.scheme {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
+                    Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
                     Scheme::UrlParamsHmac => true,
                     _ => self.template.contains(&Part::Body),
                 };
@@ -242,9 +244,15 @@ impl Pack {
                     }
                     HandshakeAnswer::Constant { status, body, .. } => format!("{status} {body}"),
                 };
-                let challenge = h
-                    .challenge
-                    .map_or(String::new(), |c| format!(" (challenge: body {c})"));
+                let mut challenge = h.challenge.map_or(String::new(), |c| {
+                    format!(" (challenge: {})", location_text(&c))
+                });
+                if let Some((query, option)) = h.token {
+                    let _ = write!(
+                        challenge,
+                        "; unsigned, proven by query {query} equal to options.{option}"
+                    );
+                }
                 format!(
                     "{} {} = {}: {answer}{challenge}",
                     h.method,
@@ -288,6 +296,7 @@ impl Pack {
                 prefix,
                 prefix_optional,
                 repeated_header,
+                each_header,
             } => {
                 let mut text = "the value is the signature".to_owned();
                 if let Some(p) = prefix {
@@ -299,6 +308,9 @@ impl Pack {
                 }
                 if *repeated_header {
                     text.push_str("; every occurrence of the header is a candidate");
+                }
+                if *each_header {
+                    text.push_str("; every one of these headers present is a candidate");
                 }
                 text
             }
@@ -320,6 +332,10 @@ impl Pack {
                 }
                 text
             }
+            SignatureFormat::TimestampThenSignatures { separator } => format!(
+                "the signed timestamp, then one or more signatures, separated by `{separator}`; \
+                 every signature is a candidate"
+            ),
             SignatureFormat::VersionedList {
                 separator,
                 version_separator,
@@ -374,6 +390,9 @@ impl Pack {
 
     /// The signed bytes: the pack's template (raw), or what its scheme signs, in words.
     fn signed_bytes_text(&self) -> String {
+        if let Some(jwt) = &self.jwt {
+            return jwt.describe();
+        }
         match self.scheme {
             Scheme::SharedToken => {
                 "nothing: the header carries the shared token itself, compared in constant time \
@@ -458,6 +477,17 @@ impl Pack {
                 format!("RSA PKCS#1 v1.5 / SHA-256, {}", self.encoding.as_str())
             }
             Scheme::SharedToken => "shared token, constant-time comparison".to_owned(),
+            Scheme::JwtHmac => {
+                let algs: Vec<&str> = self
+                    .jwt
+                    .iter()
+                    .flat_map(|j| j.algorithms.iter().map(|a| a.as_str()))
+                    .collect();
+                format!(
+                    "JWT signed with {} (the configured secret)",
+                    algs.join(" / ")
+                )
+            }
         }
     }
 

@@ -101,7 +101,11 @@ mod tests {
 
     /// A minimal pack, with or without `content_encoding = ["gzip"]`.
     fn pack(gzip: bool) -> Pack {
-        let coding = if gzip { r#""content_encoding": ["gzip"],"# } else { "" };
+        let coding = if gzip {
+            r#""content_encoding": ["gzip"],"#
+        } else {
+            ""
+        };
         let text = format!(
             r#"{{"id": "coded", "display_name": "Coded", "scheme": "hmac", "vectors": 0,
             "evidence": "experimental", "sources": ["https://example.com/"], {coding}

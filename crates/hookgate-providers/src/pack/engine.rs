@@ -62,6 +62,7 @@ impl Pack {
             Scheme::EcdsaP256 => (8..=72).contains(&len),
             Scheme::RsaSha256Certificate => (1..=1024).contains(&len),
             Scheme::SharedToken => len > 0,
+            Scheme::JwtHmac => (1..=8192).contains(&len),
         };
         self.encoding
             .decode(text)
@@ -80,6 +81,7 @@ impl Pack {
                 prefix,
                 prefix_optional,
                 repeated_header: true,
+                ..
             } => {
                 let name = self
                     .signature_header_names
@@ -93,6 +95,23 @@ impl Pack {
                     }
                     let text = value.to_str().map_err(|_| bad(MalformedSignature))?;
                     out.push(self.plain(text, *prefix, *prefix_optional)?);
+                }
+                Ok((out, None))
+            }
+            SignatureFormat::Plain {
+                prefix,
+                prefix_optional,
+                each_header: true,
+                ..
+            } => {
+                let mut out = Vec::new();
+                for name in self.signature_header_names {
+                    if let Some(text) = signed_header(headers, name, MalformedSignature)? {
+                        out.push(self.plain(text, *prefix, *prefix_optional)?);
+                    }
+                }
+                if out.is_empty() {
+                    return Err(bad(MissingSignature));
                 }
                 Ok((out, None))
             }
@@ -141,6 +160,27 @@ impl Pack {
                     return Err(bad(MalformedSignature));
                 }
                 Ok((out, timestamp.map(str::to_owned)))
+            }
+            SignatureFormat::TimestampThenSignatures { separator } => {
+                let text =
+                    signed_header_any(headers, self.signature_header_names, MalformedSignature)?
+                        .ok_or(bad(MissingSignature))?;
+                let mut items = text.split(separator);
+                let timestamp = items
+                    .next()
+                    .filter(|t| !t.is_empty())
+                    .ok_or(bad(MalformedSignature))?;
+                let mut out = Vec::new();
+                for (count, item) in items.enumerate() {
+                    if count >= MAX_SIGNATURE_ENTRIES {
+                        return Err(bad(MalformedSignature));
+                    }
+                    out.push(self.tag(item.trim())?);
+                }
+                if out.is_empty() {
+                    return Err(bad(MalformedSignature));
+                }
+                Ok((out, Some(timestamp.to_owned())))
             }
             SignatureFormat::VersionedList {
                 separator,
@@ -277,6 +317,10 @@ impl Pack {
     /// (400: missing / duplicated / malformed).
     pub fn parse_metadata(&self, ctx: &RequestContext<'_>) -> Result<Metadata, Rejection> {
         use BadRequestReason::*;
+        if self.unsigned_handshake(ctx).is_some() {
+            // A token handshake carries no signature; `verify` checks its token.
+            return Ok(Metadata::default());
+        }
         let headers = ctx.headers;
         reject_duplicated(headers, self.duplicate_checked_headers)?;
         // fields_hmac packs read their signature from the body unless a header carries it.
@@ -290,6 +334,9 @@ impl Pack {
         } else {
             self.parse_signatures(headers)?
         };
+        for token in &signatures {
+            self.check_jwt_shape(token)?;
+        }
         let header_id = match &self.event_id {
             IdRule::Headers(names) if self.id_signed => Some(
                 signed_header_any(headers, names, MalformedSignature)?
@@ -361,6 +408,15 @@ impl Pack {
         now: i64,
         tolerance_seconds: Option<u64>,
     ) -> Result<Verified, Rejection> {
+        if let Some(rule) = self.unsigned_handshake(ctx) {
+            return if Self::handshake_token_matches(rule, ctx) {
+                Ok(Verified {
+                    matched_secret_index: 0,
+                })
+            } else {
+                Err(Rejection::InvalidSignature)
+            };
+        }
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
@@ -416,6 +472,7 @@ impl Pack {
                 }
             }
             Scheme::UrlParamsHmac => self.verify_url_params(ctx, metadata, body, secrets)?,
+            Scheme::JwtHmac => self.verify_jwt(ctx, &metadata.signatures, body, secrets, now)?,
             Scheme::FieldsHmac => {
                 let (verified, timestamp) = self.verify_fields(ctx, metadata, body, secrets)?;
                 field_timestamp = timestamp;

@@ -91,6 +91,7 @@ mod engine;
 mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+mod jwt;
 mod page;
 mod primitives;
 mod schemes;
@@ -108,8 +109,9 @@ pub use primitives::SigningKey;
 
 pub use spec::{
     AnswerSpec, BatchSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec,
-    EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, KeyValueFormatSpec, OptionSpec, PackSpec,
-    PlainFormatSpec, SignatureFormatSpec, SignatureSpec, TimestampSpec, VersionedListFormatSpec,
+    EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec, HashClaimSpec, JwtSpec,
+    KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec, SignatureFormatSpec, SignatureSpec,
+    TimestampSpec, TimestampThenSignaturesFormatSpec, VersionedListFormatSpec,
 };
 
 /// A pack that failed to parse or validate: the field path and what is wrong. Never carries
@@ -149,6 +151,9 @@ pub enum Scheme {
     /// embedded in the body), the signature read from the object itself; without such an
     /// object, HMAC over the raw body with the signature in a header.
     FieldsHmac,
+    /// A compact JWS (HS256/384/512) in a header whose claims bind the URL and the body hash
+    /// and bound its lifetime.
+    JwtHmac,
 }
 
 impl Scheme {
@@ -160,6 +165,7 @@ impl Scheme {
         Scheme::SharedToken,
         Scheme::UrlParamsHmac,
         Scheme::FieldsHmac,
+        Scheme::JwtHmac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -171,6 +177,7 @@ impl Scheme {
             Scheme::SharedToken => "shared_token",
             Scheme::UrlParamsHmac => "url_params_hmac",
             Scheme::FieldsHmac => "fields_hmac",
+            Scheme::JwtHmac => "jwt_hmac",
         }
     }
 
@@ -326,6 +333,7 @@ pub(crate) enum SignatureFormat {
         prefix: Option<&'static str>,
         prefix_optional: bool,
         repeated_header: bool,
+        each_header: bool,
     },
     KeyValue {
         pair_separator: &'static str,
@@ -334,6 +342,8 @@ pub(crate) enum SignatureFormat {
         timestamp_key: Option<&'static str>,
         skip_undecodable: bool,
     },
+    /// `<ts><sep><sig>[<sep><sig>…]`.
+    TimestampThenSignatures { separator: &'static str },
     VersionedList {
         separator: &'static str,
         version_separator: &'static str,
@@ -385,8 +395,10 @@ pub(crate) struct HandshakeRule {
     pub(crate) when: Location,
     pub(crate) equals: &'static str,
     pub(crate) also_present: Vec<Location>,
-    pub(crate) challenge: Option<&'static str>,
+    pub(crate) challenge: Option<Location>,
     pub(crate) answer: HandshakeAnswer,
+    /// `(query parameter, option)`: an unsigned GET proven by a token (see `HandshakeTokenSpec`).
+    pub(crate) token: Option<(&'static str, &'static str)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -467,6 +479,8 @@ pub struct Pack {
     form_payload_field: Option<&'static str>,
     replay_defence: Option<ReplayDefence>,
     redelivery_horizon_seconds: Option<u64>,
+    /// `jwt_hmac`: what the token must carry.
+    jwt: Option<jwt::JwtRule>,
     /// The header naming which configured key signed (`key_id_and_secret` secrets).
     key_id_header: Option<&'static str>,
     /// Content codings the provider may apply (`gzip`); the signature covers the decoded body.

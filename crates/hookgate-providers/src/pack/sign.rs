@@ -54,7 +54,10 @@ impl Pack {
     pub fn id_location(&self) -> IdLocation {
         match &self.event_id {
             IdRule::Headers(names) => IdLocation::Header(names[0]),
-            IdRule::Json(pointers) => IdLocation::BodyPointer(pointers[0]),
+            IdRule::Json(pointers) => match pointers.first() {
+                Some(pointer) => IdLocation::BodyPointer(pointer),
+                None => IdLocation::Signature,
+            },
             IdRule::Composed(parts) => IdLocation::BodyPointer(parts[0].0),
         }
     }
@@ -82,6 +85,9 @@ impl Pack {
                     }
                     _ => signature,
                 }
+            }
+            SignatureFormat::TimestampThenSignatures { separator } => {
+                format!("{}{separator}{encoded}", timestamp.unwrap_or_default())
             }
             SignatureFormat::VersionedList {
                 version_separator,
@@ -174,6 +180,15 @@ impl Pack {
             Scheme::SharedToken => {
                 shared.map(|key| String::from_utf8_lossy(key.expose()).into_owned())
             }
+            Scheme::JwtHmac => shared.and_then(|key| {
+                self.sign_jwt(
+                    key,
+                    target.public_url,
+                    request.body,
+                    request.timestamp,
+                    request.event_id,
+                )
+            }),
             Scheme::UrlParamsHmac => url.as_mut().zip(shared).map(|(url, key)| {
                 let params = if self.send_content_type.starts_with(common::FORM) {
                     sorted_params(request.body)

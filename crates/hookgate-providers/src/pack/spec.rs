@@ -147,6 +147,9 @@ pub struct SignatureSpec {
     /// `fields_hmac`: what joins the fields (`:` for Adyen, nothing for Mailgun).
     #[serde(default)]
     pub field_separator: String,
+    /// `jwt_hmac`: what the token must carry.
+    #[serde(default)]
+    pub jwt: Option<JwtSpec>,
     /// `fields_hmac`: pointer (inside the signed object) of the signature.
     #[serde(default)]
     pub field_signature: Option<String>,
@@ -154,6 +157,39 @@ pub struct SignatureSpec {
     /// wins (`""` = the whole document).
     #[serde(default)]
     pub object: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtSpec {
+    /// Allowed `alg` values: `HS256`, `HS384`, `HS512` (anything else is malformed).
+    pub algorithms: Vec<String>,
+    /// The `iss` the token must carry.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// `sub` must be the signed URL (`public_url` with the request's query).
+    #[serde(default)]
+    pub subject_is_url: bool,
+    /// A claim holding the SHA-256 of the signed URL.
+    #[serde(default)]
+    pub url_hash: Option<HashClaimSpec>,
+    /// A claim holding the SHA-256 of the body (required when the body is not empty).
+    #[serde(default)]
+    pub body_hash: Option<HashClaimSpec>,
+    /// Claims that must be present (`exp`, `nbf`, …); `exp` and `nbf` bound the lifetime.
+    #[serde(default)]
+    pub required_claims: Vec<String>,
+    /// Clock leeway on `exp` and `nbf`, as the provider's SDK applies it.
+    #[serde(default)]
+    pub leeway_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HashClaimSpec {
+    pub claim: String,
+    /// `hex`, `base64` or `base64url` (unpadded; padding ignored when verifying).
+    pub encoding: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -165,6 +201,15 @@ pub enum SignatureFormatSpec {
     KeyValue(KeyValueFormatSpec),
     /// Separated `<version><sep><signature>` entries (`v1,<b64> v1,<b64>`).
     VersionedList(VersionedListFormatSpec),
+    /// The signed timestamp, then one or more signatures, all separated (`<ts>,<sig>,<sig>`:
+    /// Recurly); the timestamp is read as `signature:timestamp`.
+    TimestampThenSignatures(TimestampThenSignaturesFormatSpec),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimestampThenSignaturesFormatSpec {
+    pub separator: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -178,6 +223,10 @@ pub struct PlainFormatSpec {
     /// The header may occur several times, each occurrence one candidate signature.
     #[serde(default)]
     pub repeated_header: bool,
+    /// Every listed signature header that is present carries one candidate (one header per
+    /// active key: DocuSign's numbered headers), not just the first present.
+    #[serde(default)]
+    pub each_header: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -255,9 +304,14 @@ pub struct HandshakeSpec {
     /// Locations that must also be present (Discord: an interaction PING has a `token`).
     #[serde(default)]
     pub also_present: Vec<String>,
-    /// Where the challenge text lives (`json:/challenge`); not for constant answers.
+    /// Where the challenge text lives (`json:/challenge`, or `query:name` for a GET); not
+    /// for constant answers.
     #[serde(default)]
     pub challenge: Option<String>,
+    /// A GET handshake that carries no signature but a token the endpoint owner chose
+    /// (Meta's `hub.verify_token`): compared in constant time with an endpoint option.
+    #[serde(default)]
+    pub token: Option<HandshakeTokenSpec>,
     pub answer: HandshakeAnswerSpec,
 }
 
@@ -274,6 +328,15 @@ pub enum HandshakeAnswerSpec {
     EchoWithDigest(EchoWithDigestSpec),
     /// A fixed answer (Discord PING: `{"type":1}`; webhook PING: 204).
     Constant(ConstantAnswerSpec),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandshakeTokenSpec {
+    /// The query parameter carrying the token.
+    pub query: String,
+    /// The endpoint option holding the expected token (unset = the handshake is refused).
+    pub option: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

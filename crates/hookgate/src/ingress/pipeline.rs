@@ -7,12 +7,13 @@
 //! never stored) → verified budget → replay digest → `commit.rs`: allow-list per event → seal
 //! each row → commit the request's rows as one unit (group commit) → acknowledge.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use hookgate_providers::TrustedSecret;
-use hookgate_providers::pack::{Delivery, ReplayDefence, RequestContext};
+use hookgate_providers::pack::{DecodeError, Delivery, ReplayDefence, RequestContext};
 use hookgate_store::ReplayDigest;
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderMap, Request};
@@ -113,7 +114,9 @@ where
     };
 
     // Content type, then bounded headers.
-    if !pack.accepts_content_type(headers.get(CONTENT_TYPE)) {
+    if !pack.accepts_content_type(headers.get(CONTENT_TYPE))
+        || !pack.accepts_content_encoding(headers)
+    {
         return Answer::UnsupportedMediaType;
     }
     if let Err(reason) =
@@ -162,6 +165,16 @@ where
             Ok(Ok(bytes)) => bytes,
         }
     };
+    // The provider signed the decoded body (a pack's `content_encoding`); the limit counts
+    // decoded bytes.
+    let decoded = match pack.decoded_body(headers, &body, cfg.max_body_bytes) {
+        Ok(Cow::Borrowed(_)) => None,
+        Ok(Cow::Owned(decoded)) => Some(decoded),
+        Err(DecodeError::TooLarge) => return Answer::PayloadTooLarge,
+        Err(DecodeError::Corrupt) => return Answer::BadRequest("undecodable_body"),
+        Err(DecodeError::Unsupported) => return Answer::UnsupportedMediaType,
+    };
+    let body = decoded.map_or(body, Bytes::from);
     // Bounded work in progress keeps latency bounded when the CPU is saturated: beyond
     // `max_in_flight`, answer at once (nothing verified, nothing written) instead of slowing
     // every request down. The body is already read, so the connection stays usable.
