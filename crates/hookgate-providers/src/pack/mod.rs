@@ -19,21 +19,30 @@
 //!   vectors the pack ships; a test compares it with `testdata/vectors`).
 //! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
 //!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
-//!   `fields_hmac`.
+//!   `fields_hmac`, `jwt_hmac`.
 //! - `content_types` (accepted media types; an absent `Content-Type` is accepted, a different
-//!   one answers 415) and `send_content_type` (what `sign` sends).
+//!   one answers 415) and `send_content_type` (what `sign` sends); `content_encoding`
+//!   (`["gzip"]`: such a body is decoded within the body limit, counted after decoding, before
+//!   verification; any other `Content-Encoding` answers 415).
 //! - `secret_format`: how a configured secret becomes the key — `utf8` (verbatim),
 //!   `whsec_base64` (optional `whsec_` prefix, base64-decoded), `hex`, `base64`, and for the
-//!   public-key schemes `ed25519_public_hex`, `p256_spki_der_base64`, `x509_pem` (a pinned
-//!   certificate; the request never chooses it).
+//!   public-key schemes `ed25519_public_hex`, `ed25519_public_base64`, `p256_spki_der_base64`,
+//!   `x509_pem` (a pinned certificate; the request never chooses it); `whsec_base64_or_utf8`
+//!   (a `whsec_` secret base64-decoded, any other its UTF-8 bytes); `key_id_and_secret`
+//!   (`<key id>:<secret>`, with `signature.key_id_header` naming the key a request uses: only
+//!   secrets with that key id are tried).
 //! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
-//!   `text` for shared tokens), `signed` (template schemes: literal text and `{body}` or
+//!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
 //!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
 //!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
 //!   parsed once at compile time), and `format`, one of
-//!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false}}`:
-//!     the value is one signature; with `repeated_header` every occurrence is a candidate;
+//!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false,
+//!     "each_header": false}}`: the value is one signature; with `repeated_header` every
+//!     occurrence is a candidate, with `each_header` every listed header present is one (one
+//!     header per active key);
+//!   - `{"timestamp_then_signatures": {"separator": ","}}`: `<ts>,<sig>[,<sig>…]`, the
+//!     timestamp read as `signature:timestamp`;
 //!   - `{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["v1"],
 //!     "timestamp_key": "t", "skip_undecodable": false}}`: Stripe-like lists, other keys ignored;
 //!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
@@ -43,11 +52,16 @@
 //!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
 //!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
 //!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
-//!   document). The request verifies if any candidate matches any trusted secret (constant
-//!   time for shared secrets).
+//!   document); `jwt_hmac` adds `jwt`: `algorithms` (`HS256` | `HS384` | `HS512`; any other
+//!   `alg` is malformed), `issuer`, `subject_is_url` (`sub` = the signed URL), `url_hash` and
+//!   `body_hash` (`{"claim", "encoding": "hex" | "base64" | "base64url"}`: the SHA-256 of the
+//!   URL / body; `body_hash` is required), `required_claims`, `leeway_seconds` (on `exp` and
+//!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`). The request verifies
+//!   if any candidate matches any trusted secret (constant time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
 //!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
-//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339`), `tolerance_seconds` (how old a
+//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339` | `iso8601_utc`, which reads a
+//!   date-time without an offset as UTC), `tolerance_seconds` (how old a
 //!   timestamp may be; an endpoint may override it) and `max_future_seconds` (optional, at
 //!   most the tolerance: a smaller future bound the provider documents). A timestamp further
 //!   ahead than the tolerance — or `max_future_seconds` — is refused too, for every pack: this
@@ -57,7 +71,8 @@
 //! - `event_id`: `from` (alternatives: `header:Name`… or `json:/pointer`…; with `"compose":
 //!   true` the JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against what
 //!   the scheme covers), `retries_keep_id` (`yes` | `no` | `unknown`), `fallback`
-//!   (`signature`: without an id, `sig:` + the verified signature in hex).
+//!   (`signature`: without an id, `sig:` + the verified signature in hex; with an empty `from`
+//!   the signature is the only identity, for providers that send none).
 //! - `event_type` (`from`, `signed`), `object_id`, `object_version`, `created_at`: locations,
 //!   the first present wins (for a batch: inside each item).
 //! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
@@ -67,7 +82,10 @@
 //!   `echo_text`, `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field",
 //!   "digest_field"}}` (hex HMAC of the challenge with the matched secret), or a
 //!   `{"constant": {"status", "content_type", "body"}}`. Answered only after verification;
-//!   never stored.
+//!   never stored. A GET handshake may carry no signature but a `token` (`{"query", "option"}`:
+//!   the query parameter must equal that endpoint option, compared in constant time; an unset
+//!   option refuses it) — its `when` and `challenge` are then query locations (Meta's
+//!   verification request).
 //! - `answers`: the provider-required answer to accepted events, first rule whose
 //!   `when_present` location is present (or without one) wins: `status` (2xx),
 //!   `content_type`, `body`, `body_option` (an option that replaces the body).
