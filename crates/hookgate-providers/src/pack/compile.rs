@@ -30,7 +30,7 @@ impl Coverage<'_> {
     fn body(&self) -> bool {
         match self.scheme {
             Scheme::SharedToken => false,
-            Scheme::UrlParamsHmac => true,
+            Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
             Scheme::FieldsHmac => false,
             Scheme::JwtHmac => self.jwt_body,
             _ => self.template.contains(&Part::Body),
@@ -207,7 +207,7 @@ impl PackSpec {
             .collect::<Result<Vec<_>, _>>()?;
         let hmac_based = matches!(
             scheme,
-            Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac
+            Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac
         );
         let algorithm = match (&sig.algorithm, hmac_based) {
             (Some(text), true) => pick(
@@ -262,6 +262,7 @@ impl PackSpec {
                 prefix_optional: false,
                 repeated_header: false,
                 each_header: false,
+                separator: None,
             },
         };
         let parts = match (&sig.signed, scheme.uses_template()) {
@@ -342,6 +343,16 @@ impl PackSpec {
                 "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
             ));
         }
+        let nonce_header = match (&sig.nonce_header, scheme == Scheme::UrlNonceHmac) {
+            (Some(h), true) => Some(header_name(paths, "signature.nonce_header", h)?),
+            (None, true) => {
+                return Err(paths.err("signature.nonce_header", "required by url_nonce_hmac"));
+            }
+            (Some(_), false) => {
+                return Err(paths.err("signature.nonce_header", "only for url_nonce_hmac"));
+            }
+            (None, false) => None,
+        };
         let url_scheme = scheme == Scheme::UrlParamsHmac;
         if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
             return Err(paths.err(
@@ -474,6 +485,7 @@ impl PackSpec {
                     SignatureFormat::Plain {
                         repeated_header: false,
                         each_header: false,
+                        separator: None,
                         ..
                     }
                 ) && !signature_headers.is_empty()
@@ -644,6 +656,9 @@ impl PackSpec {
         if let Some(h) = key_id_header {
             signed_headers.push(h);
         }
+        if let Some(h) = nonce_header {
+            signed_headers.push(h);
+        }
         let mut unique = Vec::new();
         for h in signed_headers {
             if !unique.contains(&h) {
@@ -696,6 +711,7 @@ impl PackSpec {
             redelivery_horizon_seconds: self.redelivery_horizon_seconds,
             key_id_header,
             jwt,
+            nonce_header,
             content_encodings: keep_all(content_encodings),
             duplicate_checked_headers: keep_all(unique),
         })

@@ -155,7 +155,7 @@ impl Pack {
                 let body = match self.scheme {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
                     Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
-                    Scheme::UrlParamsHmac => true,
+                    Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
                     _ => self.template.contains(&Part::Body),
                 };
                 body || self
@@ -297,6 +297,7 @@ impl Pack {
                 prefix_optional,
                 repeated_header,
                 each_header,
+                separator,
             } => {
                 let mut text = "the value is the signature".to_owned();
                 if let Some(p) = prefix {
@@ -311,6 +312,9 @@ impl Pack {
                 }
                 if *each_header {
                     text.push_str("; every one of these headers present is a candidate");
+                }
+                if let Some(s) = separator {
+                    let _ = write!(text, "; several signatures separated by `{s}`");
                 }
                 text
             }
@@ -393,6 +397,14 @@ impl Pack {
         if let Some(jwt) = &self.jwt {
             return jwt.describe();
         }
+        if let Some(nonce) = self.nonce_header {
+            return format!(
+                "`{{url}}` without its query, then `?` and the query parameters sorted as \
+                 `k=v` joined by `&` (when there is a query or a form), `.` when there are both, \
+                 every form parameter's name and value sorted by name, then `.` and the \
+                 {nonce} header"
+            );
+        }
         match self.scheme {
             Scheme::SharedToken => {
                 "nothing: the header carries the shared token itself, compared in constant time \
@@ -458,7 +470,7 @@ impl Pack {
 
     fn algorithm_text(&self) -> String {
         match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac => {
+            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
                 format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
             }
             Scheme::UrlParamsHmac => {

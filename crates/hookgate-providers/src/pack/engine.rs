@@ -56,7 +56,9 @@ impl Pack {
     /// A signature candidate, else `malformed_signature`.
     pub(crate) fn tag(&self, text: &str) -> Result<Vec<u8>, Rejection> {
         let fits = |len: usize| match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac => len == self.algorithm.tag_len(),
+            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
+                len == self.algorithm.tag_len()
+            }
             Scheme::UrlParamsHmac => matches!(len, 20 | 32 | 64),
             Scheme::Ed25519 => len == 64,
             Scheme::EcdsaP256 => (8..=72).contains(&len),
@@ -118,12 +120,23 @@ impl Pack {
             SignatureFormat::Plain {
                 prefix,
                 prefix_optional,
+                separator,
                 ..
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
                         .ok_or(bad(MissingSignature))?;
-                Ok((vec![self.plain(text, *prefix, *prefix_optional)?], None))
+                let Some(separator) = separator else {
+                    return Ok((vec![self.plain(text, *prefix, *prefix_optional)?], None));
+                };
+                let mut out = Vec::new();
+                for (count, item) in text.split(separator).enumerate() {
+                    if count >= MAX_SIGNATURE_ENTRIES {
+                        return Err(bad(MalformedSignature));
+                    }
+                    out.push(self.plain(item.trim(), *prefix, *prefix_optional)?);
+                }
+                Ok((out, None))
             }
             SignatureFormat::KeyValue {
                 pair_separator,
@@ -367,6 +380,11 @@ impl Pack {
                 timestamp_millis = Some(self.parse_time(rule.format, text)?);
             }
         }
+        if let Some(name) = self.nonce_header {
+            signed_header(headers, name, MalformedSignature)?
+                .filter(|nonce| !nonce.is_empty())
+                .ok_or(bad(MissingSignature))?;
+        }
         if let Some(name) = self.key_id_header {
             signed_header(headers, name, MalformedSignature)?
                 .filter(|id| !id.is_empty())
@@ -473,6 +491,7 @@ impl Pack {
             }
             Scheme::UrlParamsHmac => self.verify_url_params(ctx, metadata, body, secrets)?,
             Scheme::JwtHmac => self.verify_jwt(ctx, &metadata.signatures, body, secrets, now)?,
+            Scheme::UrlNonceHmac => self.verify_url_nonce(ctx, metadata, body, secrets)?,
             Scheme::FieldsHmac => {
                 let (verified, timestamp) = self.verify_fields(ctx, metadata, body, secrets)?;
                 field_timestamp = timestamp;

@@ -172,6 +172,9 @@ pub enum Scheme {
     /// A compact JWS (HS256/384/512) in a header whose claims bind the URL and the body hash
     /// and bound its lifetime.
     JwtHmac,
+    /// HMAC over the URL with its query sorted, the sorted form parameters and a nonce from a
+    /// header (`<url>?<k=v&…>.<name><value>….<nonce>`: Plivo's V3).
+    UrlNonceHmac,
 }
 
 impl Scheme {
@@ -184,6 +187,7 @@ impl Scheme {
         Scheme::UrlParamsHmac,
         Scheme::FieldsHmac,
         Scheme::JwtHmac,
+        Scheme::UrlNonceHmac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -196,6 +200,7 @@ impl Scheme {
             Scheme::UrlParamsHmac => "url_params_hmac",
             Scheme::FieldsHmac => "fields_hmac",
             Scheme::JwtHmac => "jwt_hmac",
+            Scheme::UrlNonceHmac => "url_nonce_hmac",
         }
     }
 
@@ -352,6 +357,7 @@ pub(crate) enum SignatureFormat {
         prefix_optional: bool,
         repeated_header: bool,
         each_header: bool,
+        separator: Option<&'static str>,
     },
     KeyValue {
         pair_separator: &'static str,
@@ -499,6 +505,8 @@ pub struct Pack {
     redelivery_horizon_seconds: Option<u64>,
     /// `jwt_hmac`: what the token must carry.
     jwt: Option<jwt::JwtRule>,
+    /// `url_nonce_hmac`: the header carrying the signed nonce.
+    nonce_header: Option<&'static str>,
     /// The header naming which configured key signed (`key_id_and_secret` secrets).
     key_id_header: Option<&'static str>,
     /// Content codings the provider may apply (`gzip`); the signature covers the decoded body.

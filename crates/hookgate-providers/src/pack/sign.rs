@@ -149,6 +149,7 @@ impl Pack {
             .collect();
         let mut body = request.body.to_vec();
         let mut url = target.public_url.map(str::to_owned);
+        let mut nonce_value = None;
         let signature = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
                 let crc32 = crc32fast::hash(request.body).to_string();
@@ -180,6 +181,18 @@ impl Pack {
             Scheme::SharedToken => {
                 shared.map(|key| String::from_utf8_lossy(key.expose()).into_owned())
             }
+            Scheme::UrlNonceHmac => url.as_deref().zip(shared).map(|(url, key)| {
+                let nonce = &sha256_hex(request.event_id.as_bytes())[..20];
+                nonce_value = Some(nonce.to_owned());
+                let form = if self.send_content_type.starts_with(common::FORM) {
+                    request.body
+                } else {
+                    &[][..]
+                };
+                let signed = super::schemes::url_nonce_string(url, form, nonce);
+                let tag = self.algorithm.mac(key.expose(), &[&signed]);
+                self.encoding.encode(&tag[..self.algorithm.tag_len()])
+            }),
             Scheme::JwtHmac => shared.and_then(|key| {
                 self.sign_jwt(
                     key,
@@ -252,6 +265,9 @@ impl Pack {
             if Some(part) != type_header && !headers.iter().any(|(n, _)| n == part) {
                 common::push_header(&mut headers, part, value);
             }
+        }
+        if let (Some(name), Some(nonce)) = (self.nonce_header, &nonce_value) {
+            common::push_header(&mut headers, name, nonce);
         }
         if let (Some(name), Some(key)) = (self.key_id_header, shared)
             && let Some((key_id, _)) = split_key_id(key.expose())

@@ -138,6 +138,9 @@ pub struct SignatureSpec {
     /// SharedKey settings).
     #[serde(default)]
     pub algorithm_header: Option<String>,
+    /// `url_nonce_hmac`: the header carrying the signed nonce.
+    #[serde(default)]
+    pub nonce_header: Option<String>,
     /// `url_params_hmac`: the query parameter carrying the hex SHA-256 of a non-form body.
     #[serde(default)]
     pub body_hash_param: Option<String>,
@@ -227,6 +230,9 @@ pub struct PlainFormatSpec {
     /// active key: DocuSign's numbered headers), not just the first present.
     #[serde(default)]
     pub each_header: bool,
+    /// The value holds several signatures separated by this (Plivo's `,`).
+    #[serde(default)]
+    pub separator: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -218,6 +218,11 @@ pub(crate) fn signature_format(
             prefix_optional: p.prefix_optional,
             repeated_header: p.repeated_header,
             each_header: p.each_header,
+            separator: p
+                .separator
+                .as_deref()
+                .map(|s| non_empty(paths, "signature.format.plain.separator", s))
+                .transpose()?,
         },
         SignatureFormatSpec::KeyValue(kv) => {
             let f = |n: &str| format!("signature.format.key_value.{n}");
