@@ -17,6 +17,12 @@
 //! - `id` (the vector file's name), `display_name`, `evidence` (`docs` | `sdk` |
 //!   `experimental`), `sources` (https URLs), `notes`, `vectors` (how many known-answer
 //!   vectors the pack ships; a test compares it with `testdata/vectors`).
+//! - `citations`: per fact (`signature`, `secret_format`, `timestamp`, `event_id`,
+//!   `handshake`, `redelivery_horizon`, `content_types`) an https URL of the provider's docs or
+//!   `sdk:<registry>/<package>@<version>:<path>`, a file of an official SDK package. `docs` and
+//!   `sdk` packs cite every fact they declare (a timestamp, a handshake and a horizon only when
+//!   they have one), `sdk` packs at least one in an SDK file; otherwise the pack is
+//!   `experimental`. A key for a fact the pack lacks is refused.
 //! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
 //!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
 //!   `fields_hmac`, `jwt_hmac`.
@@ -97,11 +103,13 @@
 //!   signed; `signed_token` with `replay_key`, the signed one-time value whose reuse is a
 //!   duplicate), `redelivery_horizon_seconds`.
 //!
-//! Built-in packs are embedded from `packs/*.json`: [`builtin`], [`builtin_packs`].
+//! Built-in packs are embedded from `packs/*.json` (every file there, sorted by id; `build.rs`
+//! lists them): [`builtin`], [`builtin_packs`].
 
 use std::sync::OnceLock;
 
 mod api;
+mod citations;
 mod compile;
 mod docs;
 mod encoding;
@@ -126,10 +134,11 @@ pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
 
 pub use spec::{
-    AnswerSpec, BatchSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec,
-    EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec, HashClaimSpec, JwtSpec,
-    KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec, SignatureFormatSpec, SignatureSpec,
-    TimestampSpec, TimestampThenSignaturesFormatSpec, VersionedListFormatSpec,
+    AnswerSpec, BatchSpec, CitationsSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec,
+    EventIdSpec, EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec,
+    HashClaimSpec, JwtSpec, KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec,
+    SignatureFormatSpec, SignatureSpec, TimestampSpec, TimestampThenSignaturesFormatSpec,
+    VersionedListFormatSpec,
 };
 
 /// A pack that failed to parse or validate: the field path and what is wrong. Never carries
@@ -482,6 +491,8 @@ pub struct Pack {
     scheme: Scheme,
     evidence: Evidence,
     sources: Vec<String>,
+    /// Fact → where it is confirmed (`citations` of the pack file).
+    citations: std::collections::BTreeMap<&'static str, String>,
     content_types: &'static [&'static str],
     send_content_type: &'static str,
     secret_format: SecretFormat,
@@ -558,6 +569,11 @@ impl Pack {
     pub fn sources(&self) -> &[String] {
         &self.sources
     }
+    /// Fact (`signature`, `secret_format`, `timestamp`, `event_id`, `handshake`,
+    /// `redelivery_horizon`, `content_types`) → its citation.
+    pub fn citations(&self) -> &std::collections::BTreeMap<&'static str, String> {
+        &self.citations
+    }
     /// Whether the signature covers the event id.
     pub fn id_signed(&self) -> bool {
         self.id_signed
@@ -585,39 +601,8 @@ impl Pack {
     }
 }
 
-/// The built-in pack files, by id.
-const BUILTIN_FILES: &[(&str, &str)] = &[
-    ("stripe", include_str!("../../packs/stripe.json")),
-    ("github", include_str!("../../packs/github.json")),
-    (
-        "standard_webhooks",
-        include_str!("../../packs/standard_webhooks.json"),
-    ),
-    ("svix", include_str!("../../packs/svix.json")),
-    ("shopify", include_str!("../../packs/shopify.json")),
-    ("slack", include_str!("../../packs/slack.json")),
-    ("bitbucket", include_str!("../../packs/bitbucket.json")),
-    ("intercom", include_str!("../../packs/intercom.json")),
-    (
-        "lemonsqueezy",
-        include_str!("../../packs/lemonsqueezy.json"),
-    ),
-    ("linear", include_str!("../../packs/linear.json")),
-    ("mollie", include_str!("../../packs/mollie.json")),
-    ("paddle", include_str!("../../packs/paddle.json")),
-    ("razorpay", include_str!("../../packs/razorpay.json")),
-    ("sentry", include_str!("../../packs/sentry.json")),
-    ("twitch", include_str!("../../packs/twitch.json")),
-    ("zoom", include_str!("../../packs/zoom.json")),
-    ("adyen", include_str!("../../packs/adyen.json")),
-    ("discord", include_str!("../../packs/discord.json")),
-    ("gitlab", include_str!("../../packs/gitlab.json")),
-    ("mailgun", include_str!("../../packs/mailgun.json")),
-    ("paypal", include_str!("../../packs/paypal.json")),
-    ("sendgrid", include_str!("../../packs/sendgrid.json")),
-    ("square", include_str!("../../packs/square.json")),
-    ("twilio", include_str!("../../packs/twilio.json")),
-];
+/// The built-in pack files, by id: every `packs/*.json`, sorted (generated by `build.rs`).
+const BUILTIN_FILES: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/builtin_packs.rs"));
 
 /// Parses and compiles one built-in pack file (tests compile every one of them).
 pub fn compile_builtin(id: &str) -> Option<Result<Pack, PackError>> {

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod engine_extensions;
+mod expectations;
 mod listing;
 mod packs;
 mod roundtrip_props;
