@@ -18,11 +18,28 @@ use serde_json::Value;
 use crate::support::*;
 
 /// Invalid vectors refused earlier than their reason code says (as in the engine's table).
-const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[(
-    "mollie/shared/invalid_classic_unsigned_webhook",
-    415,
-    "unsupported_media_type",
-)];
+const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[
+    (
+        "mollie/shared/invalid_classic_unsigned_webhook",
+        415,
+        "unsupported_media_type",
+    ),
+    (
+        "plivo/shared/invalid_missing_nonce_header",
+        400,
+        "bad_request",
+    ),
+    (
+        "workos/shared/invalid_malformed_signature",
+        400,
+        "bad_request",
+    ),
+    (
+        "worldline/shared/invalid_duplicate_signature_header",
+        400,
+        "bad_request",
+    ),
+];
 
 /// Invalid vectors whose only difference is trailing whitespace of a header value: HTTP does
 /// not carry it (RFC 9110 §5.5: optional whitespace around a field value is not part of it),
@@ -133,6 +150,9 @@ fn engine_delivery(pack: &Pack, v: &Value, body: &[u8]) -> Option<Delivery> {
         .map(|key| TrustedSecret { version: "v", key })
         .collect();
     let metadata = pack.parse_metadata(&ctx).ok()?;
+    // a coded body (the pack's content_encoding) is verified decoded, as the ingress does
+    let decoded = pack.decoded_body(&headers, body, 1 << 20).ok()?;
+    let body = &*decoded;
     let now = v["now"].as_i64().unwrap();
     let verified = pack
         .verify(
