@@ -121,7 +121,9 @@ impl Pack {
     pub fn id_source(&self) -> String {
         let mut text = match &self.event_id {
             IdRule::Headers(names) => format!("header {}", names.join(" or ")),
-            IdRule::Json(pointers) if pointers.is_empty() => "none sent".to_owned(),
+            IdRule::Json(pointers) if pointers.is_empty() => {
+                return "none sent: sig:<the verified signature, hex>".to_owned();
+            }
             IdRule::Json(pointers) => format!("body {}", pointers.join(" or ")),
             IdRule::Composed(parts) => {
                 let names: Vec<String> = parts
