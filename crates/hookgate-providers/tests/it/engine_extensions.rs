@@ -93,6 +93,9 @@ fn meta_verification_requests_are_answered_only_with_the_option_token() {
     }
 }
 
+/// A change to the sample pack's JSON.
+type Patch = Box<dyn Fn(&mut Value)>;
+
 /// A small valid pack; `patch` changes it before compiling.
 fn compile_error(patch: impl Fn(&mut Value)) -> String {
     let mut spec = json!({
@@ -114,7 +117,7 @@ fn compile_error(patch: impl Fn(&mut Value)) -> String {
 fn the_new_keys_are_validated_naming_the_key() {
     let jwt =
         json!({"algorithms": ["HS256"], "body_hash": {"claim": "body", "encoding": "base64url"}});
-    let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let cases: Vec<(Patch, &str)> = vec![
         (
             Box::new(|s| s["content_encoding"] = json!(["br"])),
             "packs.sample.content_encoding[0]: unknown content coding \"br\" (expected gzip)",
