@@ -6,7 +6,8 @@
 //! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
 //! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
 //! context, options, outcomes), `docs` (listing), `page` (`providers show` and
-//! `docs/providers.md`).
+//! `docs/providers.md`), `provider_page` (`docs/providers/<id>.md`), `citations` (the
+//! `citations` and the evidence rule).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
@@ -120,6 +121,7 @@ pub mod fuzzing;
 mod jwt;
 mod page;
 mod primitives;
+mod provider_page;
 mod schemes;
 mod sign;
 mod spec;
@@ -132,6 +134,7 @@ pub use api::{
 pub use encoding::DecodeError;
 pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
+pub use provider_page::render_provider_pages;
 
 pub use spec::{
     AnswerSpec, BatchSpec, CitationsSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec,

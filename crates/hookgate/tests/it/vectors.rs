@@ -39,6 +39,18 @@ const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[
         400,
         "bad_request",
     ),
+    // a signed header of the template (Anthropic's webhook-id; its id is the body's)
+    (
+        "anthropic/shared/invalid_missing_id_header",
+        400,
+        "bad_request",
+    ),
+    // no signature under the pack's key (v1, not v0): nothing matches
+    (
+        "elevenlabs/shared/invalid_malformed_signature",
+        401,
+        "invalid_signature",
+    ),
 ];
 
 /// Invalid vectors whose only difference is trailing whitespace of a header value: HTTP does
