@@ -550,7 +550,12 @@ impl Pack {
     }
     /// Whether the signed bytes include the endpoint URL (`public_url` is then required).
     pub fn needs_public_url(&self) -> bool {
-        self.scheme == Scheme::UrlParamsHmac || self.template.contains(&Part::Url)
+        matches!(self.scheme, Scheme::UrlParamsHmac | Scheme::UrlNonceHmac)
+            || self.template.contains(&Part::Url)
+            || self
+                .jwt
+                .as_ref()
+                .is_some_and(|j| j.subject_is_url || j.url_hash.is_some())
     }
     /// Whether one request may carry several events.
     pub fn batched(&self) -> bool {
