@@ -11,7 +11,7 @@ use super::{
     Answer, AnswerRule, Delivery, HandshakeAnswer, HandshakeRule, IdRule, Location, Pack,
     RequestContext,
 };
-use crate::common::{self, JSON, bad, info_header};
+use crate::common::{self, JSON, bad, info_header, json_at};
 use crate::{BadRequestReason, Envelope, Metadata, Rejection, SecretMaterial};
 
 const TEXT: &str = "text/plain";
@@ -102,7 +102,7 @@ impl Pack {
     fn present(&self, location: &Location, ctx: &RequestContext<'_>, json: &Value) -> bool {
         match location {
             Location::Header(name) => ctx.headers.contains_key(*name),
-            Location::Json { pointer, .. } => json.pointer(pointer).is_some_and(|v| !v.is_null()),
+            Location::Json { pointer, .. } => json_at(json, pointer).is_some_and(|v| !v.is_null()),
             Location::Query(name) => ctx
                 .raw_query
                 .is_some_and(|q| common::form_field(q.as_bytes(), name).is_some()),
@@ -157,7 +157,7 @@ impl Pack {
             }
             let discriminator = match rule.when {
                 Location::Header(name) => info_header(ctx.headers, &[name])?,
-                Location::Json { pointer, .. } => json.pointer(pointer).and_then(scalar_text),
+                Location::Json { pointer, .. } => json_at(json, pointer).and_then(scalar_text),
                 Location::Query(name) => Self::query_value(ctx, name),
                 Location::SignatureParam(_) => None,
             };
@@ -181,8 +181,7 @@ impl Pack {
     ) -> Result<Answer, Rejection> {
         let missing = bad(BadRequestReason::UnparseableEnvelope);
         let challenge_text = match rule.challenge {
-            Some(Location::Json { pointer, .. }) => json
-                .pointer(pointer)
+            Some(Location::Json { pointer, .. }) => json_at(json, pointer)
                 .and_then(Value::as_str)
                 .ok_or(missing)?
                 .to_owned(),
@@ -239,7 +238,7 @@ impl Pack {
             .event_id(metadata, json)
             .ok_or(bad(BadRequestReason::MissingEventId))?;
         let object_version = self.object_version.iter().find_map(|l| match l {
-            Location::Json { pointer, .. } => json.pointer(pointer).and_then(|v| {
+            Location::Json { pointer, .. } => json_at(json, pointer).and_then(|v| {
                 v.as_i64()
                     .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
             }),
@@ -317,11 +316,11 @@ impl Pack {
             return Ok(Delivery::Handshake(answer));
         }
         let batch_items = self.batch.as_ref().and_then(|batch| {
-            let items = json.pointer(batch.items)?.as_array()?;
+            let items = json_at(&json, batch.items)?.as_array()?;
             Some(
                 items
                     .iter()
-                    .map(|e| batch.item.and_then(|p| e.pointer(p)).unwrap_or(e))
+                    .map(|e| batch.item.and_then(|p| json_at(e, p)).unwrap_or(e))
                     .collect::<Vec<_>>(),
             )
         });
