@@ -218,6 +218,8 @@ def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
     elif "versioned_list" in fmt:
         vl = fmt["versioned_list"]
         value = vl["versions"][0] + vl["version_separator"] + value
+    elif "timestamp_then_signatures" in fmt:
+        value = ts_text + fmt["timestamp_then_signatures"]["separator"] + value
     headers[sig["headers"][0]] = value
     return headers
 
@@ -287,6 +289,10 @@ def timestamp_of(pack, v):
         text = None
         if location.startswith("header:"):
             text = header_of(v["headers"], location[7:])
+        elif location.startswith("signature:") and "timestamp_then_signatures" in pack["signature"]["format"]:
+            sep = pack["signature"]["format"]["timestamp_then_signatures"]["separator"]
+            for name in signature_headers_present(pack, v):
+                text = v["headers"][name].split(sep)[0]
         elif location.startswith("signature:"):
             kv = pack["signature"]["format"]["key_value"]
             for name in signature_headers_present(pack, v):
@@ -456,7 +462,7 @@ def signed_vectors(pack, recipe):
     """The valid vectors a recipe describes, each signed here."""
     out = []
     secrets = recipe["secrets"]
-    event_source = pack["event_id"]["from"][0]
+    event_source = (pack["event_id"]["from"] or [""])[0]
     for i, sample in enumerate(recipe["requests"]):
         body = sample["body"].encode()
         ts = sample.get("timestamp", recipe["now"] - 5)

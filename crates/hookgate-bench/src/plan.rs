@@ -211,7 +211,8 @@ impl Planner {
                     .with_context(|| format!("sample event has no {pointer}"))?;
                 *slot = serde_json::Value::String(placeholder.clone());
             }
-            IdLocation::Header(_) => {
+            // The id is the signature of the body: a unique body field makes it unique.
+            IdLocation::Header(_) | IdLocation::Signature => {
                 let Some(object) = value.as_object_mut() else {
                     bail!("sample event is not a JSON object");
                 };

@@ -174,6 +174,9 @@ pub enum IdLocation {
     Header(&'static str),
     /// A JSON pointer into the body.
     BodyPointer(&'static str),
+    /// Nowhere: the provider sends no id and the pack identifies a delivery by its verified
+    /// signature (a different body is a different event).
+    Signature,
 }
 
 /// What `sign` needs to produce a provider-identical delivery.

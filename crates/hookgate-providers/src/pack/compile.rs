@@ -22,14 +22,17 @@ struct Coverage<'a> {
     scheme: Scheme,
     template: &'a [Part],
     fields: &'a [&'static str],
+    /// `jwt_hmac` with a body hash claim.
+    jwt_body: bool,
 }
 
 impl Coverage<'_> {
     fn body(&self) -> bool {
         match self.scheme {
             Scheme::SharedToken => false,
-            Scheme::UrlParamsHmac => true,
+            Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
             Scheme::FieldsHmac => false,
+            Scheme::JwtHmac => self.jwt_body,
             _ => self.template.contains(&Part::Body),
         }
     }
@@ -159,10 +162,17 @@ impl PackSpec {
                 ("ed25519_public_hex", SecretFormat::Ed25519PublicHex),
                 ("p256_spki_der_base64", SecretFormat::P256SpkiDerBase64),
                 ("x509_pem", SecretFormat::X509Pem),
+                ("whsec_base64_or_utf8", SecretFormat::WhsecBase64OrUtf8),
+                ("ed25519_public_base64", SecretFormat::Ed25519PublicBase64),
+                ("key_id_and_secret", SecretFormat::KeyIdAndSecret),
             ],
         )?;
 
         let public_key_format = match scheme {
+            // Ed25519 keys come in hex or base64, as the provider shows them.
+            Scheme::Ed25519 if secret_format == SecretFormat::Ed25519PublicBase64 => {
+                Some(SecretFormat::Ed25519PublicBase64)
+            }
             Scheme::Ed25519 => Some(SecretFormat::Ed25519PublicHex),
             Scheme::EcdsaP256 => Some(SecretFormat::P256SpkiDerBase64),
             Scheme::RsaSha256Certificate => Some(SecretFormat::X509Pem),
@@ -171,6 +181,7 @@ impl PackSpec {
         let is_public = matches!(
             secret_format,
             SecretFormat::Ed25519PublicHex
+                | SecretFormat::Ed25519PublicBase64
                 | SecretFormat::P256SpkiDerBase64
                 | SecretFormat::X509Pem
         );
@@ -203,7 +214,7 @@ impl PackSpec {
             .collect::<Result<Vec<_>, _>>()?;
         let hmac_based = matches!(
             scheme,
-            Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac
+            Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac
         );
         let algorithm = match (&sig.algorithm, hmac_based) {
             (Some(text), true) => pick(
@@ -241,12 +252,13 @@ impl PackSpec {
                 ("text", Encoding::Text),
             ],
         )?;
-        if (encoding == Encoding::Text) != (scheme == Scheme::SharedToken) {
+        if (encoding == Encoding::Text) != matches!(scheme, Scheme::SharedToken | Scheme::JwtHmac) {
             return Err(paths.err(
                 "signature.encoding",
-                "\"text\" is the encoding of shared tokens, and only theirs",
+                "\"text\" is the encoding of shared tokens and JWTs, and only theirs",
             ));
         }
+        let jwt = super::syntax::jwt_rule(paths, scheme, sig.jwt.as_ref())?;
         let format = match &sig.format {
             Some(f) => signature_format(paths, f)?,
             // A shared token is the header's whole value unless a format says otherwise.
@@ -259,6 +271,8 @@ impl PackSpec {
                 prefix: None,
                 prefix_optional: false,
                 repeated_header: false,
+                each_header: false,
+                separator: None,
             },
         };
         let parts = match (&sig.signed, scheme.uses_template()) {
@@ -327,6 +341,28 @@ impl PackSpec {
             }
             None
         };
+        let key_id_header = sig
+            .key_id_header
+            .as_deref()
+            .map(|h| header_name(paths, "signature.key_id_header", h))
+            .transpose()?;
+        let keyed = secret_format == SecretFormat::KeyIdAndSecret;
+        if keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac) {
+            return Err(paths.err(
+                "signature.key_id_header",
+                "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
+            ));
+        }
+        let nonce_header = match (&sig.nonce_header, scheme == Scheme::UrlNonceHmac) {
+            (Some(h), true) => Some(header_name(paths, "signature.nonce_header", h)?),
+            (None, true) => {
+                return Err(paths.err("signature.nonce_header", "required by url_nonce_hmac"));
+            }
+            (Some(_), false) => {
+                return Err(paths.err("signature.nonce_header", "only for url_nonce_hmac"));
+            }
+            (None, false) => None,
+        };
         let url_scheme = scheme == Scheme::UrlParamsHmac;
         if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
             return Err(paths.err(
@@ -356,11 +392,13 @@ impl PackSpec {
             .as_ref()
             .map(|t| timestamp_rule(paths, t, &format))
             .transpose()?;
-        if let SignatureFormat::KeyValue {
-            timestamp_key: Some(_),
-            ..
-        } = format
-        {
+        if matches!(
+            format,
+            SignatureFormat::KeyValue {
+                timestamp_key: Some(_),
+                ..
+            } | SignatureFormat::TimestampThenSignatures { .. }
+        ) {
             let from_param = timestamp
                 .as_ref()
                 .is_some_and(|t| matches!(t.from.as_slice(), [Location::SignatureParam(_)]));
@@ -423,6 +461,7 @@ impl PackSpec {
             scheme,
             template: &parts,
             fields: &covered_fields,
+            jwt_body: jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
         };
         // Without a location, the id is the body digest (`fallback = "body_digest"`).
         let event_id = if self.event_id.from.is_empty()
@@ -464,6 +503,8 @@ impl PackSpec {
                     format,
                     SignatureFormat::Plain {
                         repeated_header: false,
+                        each_header: false,
+                        separator: None,
                         ..
                     }
                 ) && !signature_headers.is_empty()
@@ -543,6 +584,16 @@ impl PackSpec {
             .enumerate()
             .map(|(i, h)| super::syntax::handshake(paths, i, h))
             .collect::<Result<Vec<_>, _>>()?;
+        for (i, h) in handshakes.iter().enumerate() {
+            if let Some((_, option)) = h.token
+                && !option_rules.iter().any(|o| o.name == option)
+            {
+                return Err(paths.err(
+                    &format!("handshakes[{i}].token.option"),
+                    format!("{option:?} is not declared in options"),
+                ));
+            }
+        }
         let form_payload_field = self
             .form_payload_field
             .as_deref()
@@ -621,6 +672,12 @@ impl PackSpec {
         if let Some(h) = algorithm_header {
             signed_headers.push(h);
         }
+        if let Some(h) = key_id_header {
+            signed_headers.push(h);
+        }
+        if let Some(h) = nonce_header {
+            signed_headers.push(h);
+        }
         let mut unique = Vec::new();
         for h in signed_headers {
             if !unique.contains(&h) {
@@ -678,6 +735,9 @@ impl PackSpec {
             form_payload_field,
             replay_defence,
             redelivery_horizon_seconds: self.redelivery_horizon_seconds,
+            key_id_header,
+            jwt,
+            nonce_header,
             duplicate_checked_headers: keep_all(unique),
         })
     }

@@ -36,6 +36,9 @@ impl SecretFormat {
             SecretFormat::Ed25519PublicHex => "ed25519_public_hex",
             SecretFormat::P256SpkiDerBase64 => "p256_spki_der_base64",
             SecretFormat::X509Pem => "x509_pem",
+            SecretFormat::WhsecBase64OrUtf8 => "whsec_base64_or_utf8",
+            SecretFormat::Ed25519PublicBase64 => "ed25519_public_base64",
+            SecretFormat::KeyIdAndSecret => "key_id_and_secret",
         }
     }
 
@@ -65,6 +68,17 @@ impl SecretFormat {
             SecretFormat::X509Pem => {
                 "the provider's signing certificate in PEM (pinned: a certificate URL named by \
                  the request is never fetched); it verifies only"
+            }
+            SecretFormat::WhsecBase64OrUtf8 => {
+                "the secret as the provider shows it: a `whsec_` secret is base64-decoded after \
+                 the prefix, any other secret is used as its UTF-8 bytes"
+            }
+            SecretFormat::Ed25519PublicBase64 => {
+                "the provider's Ed25519 public key in base64 (32 bytes); it verifies only"
+            }
+            SecretFormat::KeyIdAndSecret => {
+                "`<key id>:<secret>`: the key id the request names, a colon, then the secret \
+                 string used verbatim"
             }
         }
     }
@@ -97,6 +111,7 @@ impl TimeFormat {
             TimeFormat::UnixSeconds => "unix seconds",
             TimeFormat::UnixMillis => "unix milliseconds",
             TimeFormat::Rfc3339 => "RFC 3339",
+            TimeFormat::Iso8601Utc => "ISO 8601 (UTC without an offset)",
         }
     }
 }
@@ -106,6 +121,12 @@ impl Pack {
     pub fn id_source(&self) -> String {
         let mut text = match &self.event_id {
             IdRule::Headers(names) => format!("header {}", names.join(" or ")),
+            // No id sent: the fallback is the whole answer.
+            IdRule::Json(pointers)
+                if pointers.is_empty() && self.id_fallback == super::IdFallback::Signature =>
+            {
+                return "none sent: sig:<the verified signature, hex>".to_owned();
+            }
             IdRule::Json(pointers) => format!("body {}", pointers.join(" or ")),
             IdRule::Composed(parts) => {
                 let names: Vec<String> = parts
@@ -148,7 +169,8 @@ impl Pack {
             Location::Json { pointer, .. } => {
                 let body = match self.scheme {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
-                    Scheme::UrlParamsHmac => true,
+                    Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
+                    Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
                     _ => self.template.contains(&Part::Body),
                 };
                 body || self
@@ -237,9 +259,15 @@ impl Pack {
                     }
                     HandshakeAnswer::Constant { status, body, .. } => format!("{status} {body}"),
                 };
-                let challenge = h
-                    .challenge
-                    .map_or(String::new(), |c| format!(" (challenge: body {c})"));
+                let mut challenge = h.challenge.map_or(String::new(), |c| {
+                    format!(" (challenge: {})", location_text(&c))
+                });
+                if let Some((query, option)) = h.token {
+                    let _ = write!(
+                        challenge,
+                        "; unsigned, proven by query {query} equal to options.{option}"
+                    );
+                }
                 format!(
                     "{} {} = {}: {answer}{challenge}",
                     h.method,
@@ -283,6 +311,8 @@ impl Pack {
                 prefix,
                 prefix_optional,
                 repeated_header,
+                each_header,
+                separator,
             } => {
                 let mut text = "the value is the signature".to_owned();
                 if let Some(p) = prefix {
@@ -294,6 +324,12 @@ impl Pack {
                 }
                 if *repeated_header {
                     text.push_str("; every occurrence of the header is a candidate");
+                }
+                if *each_header {
+                    text.push_str("; every one of these headers present is a candidate");
+                }
+                if let Some(s) = separator {
+                    let _ = write!(text, "; several signatures separated by `{s}`");
                 }
                 text
             }
@@ -315,6 +351,10 @@ impl Pack {
                 }
                 text
             }
+            SignatureFormat::TimestampThenSignatures { separator } => format!(
+                "the signed timestamp, then one or more signatures, separated by `{separator}`; \
+                 every signature is a candidate"
+            ),
             SignatureFormat::VersionedList {
                 separator,
                 version_separator,
@@ -393,6 +433,17 @@ impl Pack {
 
     /// The signed bytes: the pack's template (raw), or what its scheme signs, in words.
     fn signed_bytes_text(&self) -> String {
+        if let Some(jwt) = &self.jwt {
+            return jwt.describe();
+        }
+        if let Some(nonce) = self.nonce_header {
+            return format!(
+                "`{{url}}` without its query, then `?` and the query parameters sorted as \
+                 `k=v` joined by `&` (when there is a query or a form), `.` when there are both, \
+                 every form parameter's name and value sorted by name, then `.` and the \
+                 {nonce} header"
+            );
+        }
         match self.scheme {
             Scheme::SharedToken => {
                 "nothing: the header carries the shared token itself, compared in constant time \
@@ -458,7 +509,7 @@ impl Pack {
 
     fn algorithm_text(&self) -> String {
         match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac => {
+            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
                 format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
             }
             Scheme::UrlParamsHmac => {
@@ -477,6 +528,17 @@ impl Pack {
                 format!("RSA PKCS#1 v1.5 / SHA-256, {}", self.encoding.as_str())
             }
             Scheme::SharedToken => "shared token, constant-time comparison".to_owned(),
+            Scheme::JwtHmac => {
+                let algs: Vec<&str> = self
+                    .jwt
+                    .iter()
+                    .flat_map(|j| j.algorithms.iter().map(|a| a.as_str()))
+                    .collect();
+                format!(
+                    "JWT signed with {} (the configured secret)",
+                    algs.join(" / ")
+                )
+            }
         }
     }
 

@@ -59,12 +59,15 @@ impl Pack {
             return self.token_candidate(text);
         }
         let fits = |len: usize| match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac => len == self.algorithm.tag_len(),
+            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
+                len == self.algorithm.tag_len()
+            }
             Scheme::UrlParamsHmac => matches!(len, 20 | 32 | 64),
             Scheme::Ed25519 => len == 64,
             Scheme::EcdsaP256 => (8..=72).contains(&len),
             Scheme::RsaSha256Certificate => (1..=1024).contains(&len),
             Scheme::SharedToken => len > 0,
+            Scheme::JwtHmac => (1..=8192).contains(&len),
         };
         self.encoding
             .decode(text)
@@ -83,6 +86,7 @@ impl Pack {
                 prefix,
                 prefix_optional,
                 repeated_header: true,
+                ..
             } => {
                 let name = self
                     .signature_header_names
@@ -102,12 +106,40 @@ impl Pack {
             SignatureFormat::Plain {
                 prefix,
                 prefix_optional,
+                each_header: true,
+                ..
+            } => {
+                let mut out = Vec::new();
+                for name in self.signature_header_names {
+                    if let Some(text) = signed_header(headers, name, MalformedSignature)? {
+                        out.push(self.plain(text, *prefix, *prefix_optional)?);
+                    }
+                }
+                if out.is_empty() {
+                    return Err(bad(MissingSignature));
+                }
+                Ok((out, None))
+            }
+            SignatureFormat::Plain {
+                prefix,
+                prefix_optional,
+                separator,
                 ..
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
                         .ok_or(bad(MissingSignature))?;
-                Ok((vec![self.plain(text, *prefix, *prefix_optional)?], None))
+                let Some(separator) = separator else {
+                    return Ok((vec![self.plain(text, *prefix, *prefix_optional)?], None));
+                };
+                let mut out = Vec::new();
+                for (count, item) in text.split(separator).enumerate() {
+                    if count >= MAX_SIGNATURE_ENTRIES {
+                        return Err(bad(MalformedSignature));
+                    }
+                    out.push(self.plain(item.trim(), *prefix, *prefix_optional)?);
+                }
+                Ok((out, None))
             }
             SignatureFormat::KeyValue {
                 pair_separator,
@@ -144,6 +176,27 @@ impl Pack {
                     return Err(bad(MalformedSignature));
                 }
                 Ok((out, timestamp.map(str::to_owned)))
+            }
+            SignatureFormat::TimestampThenSignatures { separator } => {
+                let text =
+                    signed_header_any(headers, self.signature_header_names, MalformedSignature)?
+                        .ok_or(bad(MissingSignature))?;
+                let mut items = text.split(separator);
+                let timestamp = items
+                    .next()
+                    .filter(|t| !t.is_empty())
+                    .ok_or(bad(MalformedSignature))?;
+                let mut out = Vec::new();
+                for (count, item) in items.enumerate() {
+                    if count >= MAX_SIGNATURE_ENTRIES {
+                        return Err(bad(MalformedSignature));
+                    }
+                    out.push(self.tag(item.trim())?);
+                }
+                if out.is_empty() {
+                    return Err(bad(MalformedSignature));
+                }
+                Ok((out, Some(timestamp.to_owned())))
             }
             SignatureFormat::VersionedList {
                 separator,
@@ -199,6 +252,11 @@ impl Pack {
             TimeFormat::Rfc3339 => common::parse_rfc3339(text)
                 .and_then(|s| s.checked_mul(1000))
                 .ok_or(malformed),
+            // A date-time without an offset is UTC.
+            TimeFormat::Iso8601Utc => common::parse_rfc3339(text)
+                .or_else(|| common::parse_rfc3339(&format!("{text}Z")))
+                .and_then(|s| s.checked_mul(1000))
+                .ok_or(malformed),
         }
     }
 
@@ -206,7 +264,7 @@ impl Pack {
         match format {
             TimeFormat::UnixSeconds => unix_seconds.to_string(),
             TimeFormat::UnixMillis => unix_seconds.saturating_mul(1000).to_string(),
-            TimeFormat::Rfc3339 => common::format_rfc3339(unix_seconds),
+            TimeFormat::Rfc3339 | TimeFormat::Iso8601Utc => common::format_rfc3339(unix_seconds),
         }
     }
 
@@ -275,6 +333,10 @@ impl Pack {
     /// (400: missing / duplicated / malformed).
     pub fn parse_metadata(&self, ctx: &RequestContext<'_>) -> Result<Metadata, Rejection> {
         use BadRequestReason::*;
+        if self.unsigned_handshake(ctx).is_some() {
+            // A token handshake carries no signature; `verify` checks its token.
+            return Ok(Metadata::default());
+        }
         let headers = ctx.headers;
         reject_duplicated(headers, self.duplicate_checked_headers)?;
         // fields_hmac packs read their signature from the body unless a header carries it.
@@ -291,6 +353,9 @@ impl Pack {
         } else {
             self.parse_signatures(headers)?
         };
+        for token in &signatures {
+            self.check_jwt_shape(token)?;
+        }
         let header_id = match &self.event_id {
             IdRule::Headers(names) if self.id_signed => Some(
                 signed_header_any(headers, names, MalformedSignature)?
@@ -320,6 +385,16 @@ impl Pack {
             if let Some(text) = &timestamp_text {
                 timestamp_millis = Some(self.parse_time(rule.format, text)?);
             }
+        }
+        if let Some(name) = self.nonce_header {
+            signed_header(headers, name, MalformedSignature)?
+                .filter(|nonce| !nonce.is_empty())
+                .ok_or(bad(MissingSignature))?;
+        }
+        if let Some(name) = self.key_id_header {
+            signed_header(headers, name, MalformedSignature)?
+                .filter(|id| !id.is_empty())
+                .ok_or(bad(MissingSignature))?;
         }
         let mut template_values = Vec::new();
         for part in &self.template {
@@ -357,7 +432,7 @@ impl Pack {
         now: i64,
         tolerance_seconds: Option<u64>,
     ) -> Result<Verified, Rejection> {
-        let (verified, signed_millis) = self.verify_signature(ctx, metadata, body, secrets)?;
+        let (verified, signed_millis) = self.verify_signature(ctx, metadata, body, secrets, now)?;
         if let Some(millis) = signed_millis {
             self.check_freshness(millis, now, tolerance_seconds)?;
         }
@@ -365,14 +440,28 @@ impl Pack {
     }
 
     /// The signature step of [`Pack::verify`]: which secret matched and, for packs that sign
-    /// one, the signed timestamp in milliseconds (not yet checked for freshness).
+    /// one, the signed timestamp in milliseconds (not yet checked for freshness). A JWT's own
+    /// lifetime (`exp`/`nbf`) is checked here against `now`, since it lives in the token.
     pub(crate) fn verify_signature(
         &self,
         ctx: &RequestContext<'_>,
         metadata: &Metadata,
         body: &[u8],
         secrets: &[TrustedSecret<'_>],
+        now: i64,
     ) -> Result<(Verified, Option<i64>), Rejection> {
+        if let Some(rule) = self.unsigned_handshake(ctx) {
+            return if Self::handshake_token_matches(rule, ctx) {
+                Ok((
+                    Verified {
+                        matched_secret_index: 0,
+                    },
+                    None,
+                ))
+            } else {
+                Err(Rejection::InvalidSignature)
+            };
+        }
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
@@ -396,6 +485,9 @@ impl Pack {
                 };
                 let parts = self.signed_parts(&inputs)?;
                 match self.scheme {
+                    Scheme::Hmac if self.key_id_header.is_some() => {
+                        self.verify_keyed_hmac(ctx, secrets, &parts, &metadata.signatures)?
+                    }
                     Scheme::Hmac => {
                         verify_hmac(self.algorithm, secrets, &parts, &metadata.signatures)?
                     }
@@ -412,6 +504,8 @@ impl Pack {
                 self.verify_token(ctx.headers, &metadata.signatures, body, secrets)?
             }
             Scheme::UrlParamsHmac => self.verify_url_params(ctx, metadata, body, secrets)?,
+            Scheme::JwtHmac => self.verify_jwt(ctx, &metadata.signatures, body, secrets, now)?,
+            Scheme::UrlNonceHmac => self.verify_url_nonce(ctx, metadata, body, secrets)?,
             Scheme::FieldsHmac => {
                 let (verified, timestamp) = self.verify_fields(ctx, metadata, body, secrets)?;
                 field_timestamp = timestamp;
@@ -460,6 +554,44 @@ impl Pack {
         let past = tolerance_seconds.unwrap_or(rule.tolerance_seconds);
         let future = rule.max_future_seconds.map_or(past, |max| max.min(past));
         Some((past, future))
+    }
+}
+
+impl Pack {
+    /// `key_id_and_secret` secrets: only those whose key id is the one the request names are
+    /// tried, each with its secret part; the index reported is the configured one.
+    fn verify_keyed_hmac(
+        &self,
+        ctx: &RequestContext<'_>,
+        secrets: &[TrustedSecret<'_>],
+        parts: &[&[u8]],
+        candidates: &[Vec<u8>],
+    ) -> Result<Verified, Rejection> {
+        let named = self
+            .key_id_header
+            .and_then(|name| ctx.headers.get(name))
+            .map(HeaderValue::as_bytes)
+            .ok_or(bad(BadRequestReason::MissingSignature))?;
+        for (index, secret) in secrets.iter().enumerate() {
+            let Some((key_id, key)) = primitives::split_key_id(secret.key.expose()) else {
+                continue;
+            };
+            // Key ids are not secret; the secret part is compared in constant time.
+            if key_id != named {
+                continue;
+            }
+            let key = SecretMaterial::new(key.to_vec());
+            let one = [TrustedSecret {
+                version: secret.version,
+                key: &key,
+            }];
+            if verify_hmac(self.algorithm, &one, parts, candidates).is_ok() {
+                return Ok(Verified {
+                    matched_secret_index: index,
+                });
+            }
+        }
+        Err(Rejection::InvalidSignature)
     }
 }
 

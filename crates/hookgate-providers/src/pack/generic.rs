@@ -130,7 +130,8 @@ pub enum BodyDecodeError {
     Corrupt,
 }
 
-/// The request's single `Content-Encoding` (lower case), `None` when absent or `identity`.
+/// The request's single `Content-Encoding` (lower case, `x-gzip` as `gzip`), `None` when
+/// absent or `identity`.
 fn content_encoding(headers: &HeaderMap) -> Result<Option<String>, BodyDecodeError> {
     let mut values = headers.get_all(CONTENT_ENCODING).iter();
     let Some(first) = values.next() else {
@@ -146,6 +147,8 @@ fn content_encoding(headers: &HeaderMap) -> Result<Option<String>, BodyDecodeErr
         .to_ascii_lowercase();
     match text.as_str() {
         "" | "identity" => Ok(None),
+        // RFC 9110 §8.4.1.3: `x-gzip` is to be read as `gzip`.
+        "x-gzip" => Ok(Some("gzip".to_owned())),
         _ => Ok(Some(text)),
     }
 }
@@ -297,5 +300,87 @@ impl Pack {
             }
         }
         Err(Rejection::InvalidSignature)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// A minimal pack, with or without `content_encoding = ["gzip"]`.
+    fn pack(gzip: bool) -> Pack {
+        let coding = if gzip {
+            r#""content_encoding": ["gzip"],"#
+        } else {
+            ""
+        };
+        let text = format!(
+            r#"{{"id": "coded", "display_name": "Coded", "scheme": "hmac", "vectors": 0,
+            "evidence": "experimental", "sources": ["https://example.com/"], {coding}
+            "content_types": ["application/json"], "secret_format": "utf8",
+            "signature": {{"headers": ["X-Sig"], "format": {{"plain": {{}}}},
+              "algorithm": "hmac-sha256", "encoding": "hex", "signed": "{{body}}"}},
+            "event_id": {{"from": ["json:/id"], "signed": true, "retries_keep_id": "yes"}}}}"#
+        );
+        crate::pack::PackSpec::from_json("packs.coded", &text)
+            .and_then(|spec| spec.compile())
+            .unwrap()
+    }
+
+    fn coded(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_ENCODING, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn gzip_is_decoded_within_the_limit_counted_after_decoding() {
+        let pack = pack(true);
+        let body = br#"{"type":"message.new"}"#;
+        let zipped = gzip(body);
+        let decoded = pack
+            .decode_body(&coded("gzip"), &zipped, body.len())
+            .unwrap();
+        assert_eq!(&*decoded, body);
+        assert_eq!(
+            pack.decode_body(&coded("gzip"), &zipped, body.len() - 1),
+            Err(BodyDecodeError::TooLarge)
+        );
+        // a small coded body that decodes far past the limit stops at the limit
+        let bomb = gzip(&vec![b'a'; 1 << 20]);
+        assert!(bomb.len() < 4096);
+        assert_eq!(
+            pack.decode_body(&coded("gzip"), &bomb, 64 * 1024),
+            Err(BodyDecodeError::TooLarge)
+        );
+        assert_eq!(
+            pack.decode_body(&coded("gzip"), b"not gzip", 1024),
+            Err(BodyDecodeError::Corrupt)
+        );
+        let plain = pack.decode_body(&HeaderMap::new(), body, 1024).unwrap();
+        assert!(matches!(plain, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn other_codings_and_undeclared_gzip_are_refused() {
+        let (stream, stripe) = (pack(true), pack(false));
+        assert!(stream.accepts_content_encoding(&coded("gzip")));
+        assert!(stream.accepts_content_encoding(&coded("identity")));
+        assert!(stream.accepts_content_encoding(&coded("x-gzip")));
+        assert!(stream.accepts_content_encoding(&HeaderMap::new()));
+        assert!(!stream.accepts_content_encoding(&coded("br")));
+        assert!(!stream.accepts_content_encoding(&coded("gzip, br")));
+        assert!(!stripe.accepts_content_encoding(&coded("gzip")));
+        assert!(stripe.accepts_content_encoding(&HeaderMap::new()));
     }
 }

@@ -26,21 +26,30 @@
 //!   `experimental`. A key for a fact the pack lacks is refused.
 //! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
 //!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
-//!   `fields_hmac`.
+//!   `fields_hmac`, `jwt_hmac`.
 //! - `content_types` (accepted media types; an absent `Content-Type` is accepted, a different
-//!   one answers 415) and `send_content_type` (what `sign` sends).
+//!   one answers 415) and `send_content_type` (what `sign` sends); `content_encoding`
+//!   (`["gzip"]`: such a body is decoded within the body limit, counted after decoding, before
+//!   verification; any other `Content-Encoding` answers 415).
 //! - `secret_format`: how a configured secret becomes the key — `utf8` (verbatim),
 //!   `whsec_base64` (optional `whsec_` prefix, base64-decoded), `hex`, `base64`, and for the
-//!   public-key schemes `ed25519_public_hex`, `p256_spki_der_base64`, `x509_pem` (a pinned
-//!   certificate; the request never chooses it).
+//!   public-key schemes `ed25519_public_hex`, `ed25519_public_base64`, `p256_spki_der_base64`,
+//!   `x509_pem` (a pinned certificate; the request never chooses it); `whsec_base64_or_utf8`
+//!   (a `whsec_` secret base64-decoded, any other its UTF-8 bytes); `key_id_and_secret`
+//!   (`<key id>:<secret>`, with `signature.key_id_header` naming the key a request uses: only
+//!   secrets with that key id are tried).
 //! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
-//!   `text` for shared tokens), `signed` (template schemes: literal text and `{body}` or
+//!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
 //!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
 //!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
 //!   parsed once at compile time), and `format`, one of
-//!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false}}`:
-//!     the value is one signature; with `repeated_header` every occurrence is a candidate;
+//!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false,
+//!     "each_header": false}}`: the value is one signature; with `repeated_header` every
+//!     occurrence is a candidate, with `each_header` every listed header present is one (one
+//!     header per active key);
+//!   - `{"timestamp_then_signatures": {"separator": ","}}`: `<ts>,<sig>[,<sig>…]`, the
+//!     timestamp read as `signature:timestamp`;
 //!   - `{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["v1"],
 //!     "timestamp_key": "t", "skip_undecodable": false}}`: Stripe-like lists, other keys ignored;
 //!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
@@ -50,11 +59,16 @@
 //!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
 //!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
 //!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
-//!   document). The request verifies if any candidate matches any trusted secret (constant
-//!   time for shared secrets).
+//!   document); `jwt_hmac` adds `jwt`: `algorithms` (`HS256` | `HS384` | `HS512`; any other
+//!   `alg` is malformed), `issuer`, `subject_is_url` (`sub` = the signed URL), `url_hash` and
+//!   `body_hash` (`{"claim", "encoding": "hex" | "base64" | "base64url"}`: the SHA-256 of the
+//!   URL / body; `body_hash` is required), `required_claims`, `leeway_seconds` (on `exp` and
+//!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`). The request verifies
+//!   if any candidate matches any trusted secret (constant time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
 //!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
-//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339`), `tolerance_seconds` (how old a
+//!   `format` (`unix_seconds` | `unix_millis` | `rfc3339` | `iso8601_utc`, which reads a
+//!   date-time without an offset as UTC), `tolerance_seconds` (how old a
 //!   timestamp may be; an endpoint may override it) and `max_future_seconds` (optional, at
 //!   most the tolerance: a smaller future bound the provider documents). A timestamp further
 //!   ahead than the tolerance — or `max_future_seconds` — is refused too, for every pack: this
@@ -64,7 +78,8 @@
 //! - `event_id`: `from` (alternatives: `header:Name`… or `json:/pointer`…; with `"compose":
 //!   true` the JSON fields joined by `:`, `json:/p?` optional), `signed` (checked against what
 //!   the scheme covers), `retries_keep_id` (`yes` | `no` | `unknown`), `fallback`
-//!   (`signature`: without an id, `sig:` + the verified signature in hex).
+//!   (`signature`: without an id, `sig:` + the verified signature in hex; with an empty `from`
+//!   the signature is the only identity, for providers that send none).
 //! - `event_type` (`from`, `signed`), `object_id`, `object_version`, `created_at`: locations,
 //!   the first present wins (for a batch: inside each item).
 //! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
@@ -74,7 +89,10 @@
 //!   `echo_text`, `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field",
 //!   "digest_field"}}` (hex HMAC of the challenge with the matched secret), or a
 //!   `{"constant": {"status", "content_type", "body"}}`. Answered only after verification;
-//!   never stored.
+//!   never stored. A GET handshake may carry no signature but a `token` (`{"query", "option"}`:
+//!   the query parameter must equal that endpoint option, compared in constant time; an unset
+//!   option refuses it) — its `when` and `challenge` are then query locations (Meta's
+//!   verification request).
 //! - `answers`: the provider-required answer to accepted events, first rule whose
 //!   `when_present` location is present (or without one) wins: `status` (2xx),
 //!   `content_type`, `body`, `body_option` (an option that replaces the body).
@@ -100,6 +118,7 @@ mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
+mod jwt;
 mod page;
 mod primitives;
 mod provider_page;
@@ -123,8 +142,9 @@ pub use user::{UserPackSource, compile_user_pack};
 
 pub use spec::{
     AnswerSpec, BatchSpec, CitationsSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec,
-    EventIdSpec, EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, KeyValueFormatSpec, OptionSpec,
-    PackSpec, PlainFormatSpec, SignatureFormatSpec, SignatureSpec, TimestampSpec,
+    EventIdSpec, EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec,
+    HashClaimSpec, JwtSpec, KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec,
+    SignatureFormatSpec, SignatureSpec, TimestampSpec, TimestampThenSignaturesFormatSpec,
     VersionedListFormatSpec,
 };
 
@@ -165,6 +185,12 @@ pub enum Scheme {
     /// embedded in the body), the signature read from the object itself; without such an
     /// object, HMAC over the raw body with the signature in a header.
     FieldsHmac,
+    /// A compact JWS (HS256/384/512) in a header whose claims bind the URL and the body hash
+    /// and bound its lifetime.
+    JwtHmac,
+    /// HMAC over the URL with its query sorted, the sorted form parameters and a nonce from a
+    /// header (`<url>?<k=v&…>.<name><value>….<nonce>`: Plivo's V3).
+    UrlNonceHmac,
 }
 
 impl Scheme {
@@ -176,6 +202,8 @@ impl Scheme {
         Scheme::SharedToken,
         Scheme::UrlParamsHmac,
         Scheme::FieldsHmac,
+        Scheme::JwtHmac,
+        Scheme::UrlNonceHmac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -187,6 +215,8 @@ impl Scheme {
             Scheme::SharedToken => "shared_token",
             Scheme::UrlParamsHmac => "url_params_hmac",
             Scheme::FieldsHmac => "fields_hmac",
+            Scheme::JwtHmac => "jwt_hmac",
+            Scheme::UrlNonceHmac => "url_nonce_hmac",
         }
     }
 
@@ -272,6 +302,11 @@ pub(crate) enum SecretFormat {
     Ed25519PublicHex,
     P256SpkiDerBase64,
     X509Pem,
+    /// `whsec_` + base64 is decoded; any other secret is its UTF-8 bytes.
+    WhsecBase64OrUtf8,
+    Ed25519PublicBase64,
+    /// `<key id>:<secret>`: the request names the key id (`signature.key_id_header`).
+    KeyIdAndSecret,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,6 +330,8 @@ pub(crate) enum TimeFormat {
     UnixSeconds,
     UnixMillis,
     Rfc3339,
+    /// ISO 8601 date-time; without an offset it is UTC.
+    Iso8601Utc,
 }
 
 /// Where a value lives in a request.
@@ -335,6 +372,8 @@ pub(crate) enum SignatureFormat {
         prefix: Option<&'static str>,
         prefix_optional: bool,
         repeated_header: bool,
+        each_header: bool,
+        separator: Option<&'static str>,
     },
     KeyValue {
         pair_separator: &'static str,
@@ -343,6 +382,8 @@ pub(crate) enum SignatureFormat {
         timestamp_key: Option<&'static str>,
         skip_undecodable: bool,
     },
+    /// `<ts><sep><sig>[<sep><sig>…]`.
+    TimestampThenSignatures { separator: &'static str },
     VersionedList {
         separator: &'static str,
         version_separator: &'static str,
@@ -394,8 +435,10 @@ pub(crate) struct HandshakeRule {
     pub(crate) when: Location,
     pub(crate) equals: &'static str,
     pub(crate) also_present: Vec<Location>,
-    pub(crate) challenge: Option<&'static str>,
+    pub(crate) challenge: Option<Location>,
     pub(crate) answer: HandshakeAnswer,
+    /// `(query parameter, option)`: an unsigned GET proven by a token (see `HandshakeTokenSpec`).
+    pub(crate) token: Option<(&'static str, &'static str)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -517,6 +560,12 @@ pub struct Pack {
     form_payload_field: Option<&'static str>,
     replay_defence: Option<ReplayDefence>,
     redelivery_horizon_seconds: Option<u64>,
+    /// `jwt_hmac`: what the token must carry.
+    jwt: Option<jwt::JwtRule>,
+    /// `url_nonce_hmac`: the header carrying the signed nonce.
+    nonce_header: Option<&'static str>,
+    /// The header naming which configured key signed (`key_id_and_secret` secrets).
+    key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.
     duplicate_checked_headers: &'static [&'static str],
 }
@@ -542,7 +591,12 @@ impl Pack {
     }
     /// Whether the signed bytes include the endpoint URL (`public_url` is then required).
     pub fn needs_public_url(&self) -> bool {
-        self.scheme == Scheme::UrlParamsHmac || self.template.contains(&Part::Url)
+        matches!(self.scheme, Scheme::UrlParamsHmac | Scheme::UrlNonceHmac)
+            || self.template.contains(&Part::Url)
+            || self
+                .jwt
+                .as_ref()
+                .is_some_and(|j| j.subject_is_url || j.url_hash.is_some())
     }
     /// Whether one request may carry several events.
     pub fn batched(&self) -> bool {

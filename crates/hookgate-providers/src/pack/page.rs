@@ -255,6 +255,10 @@ fn summary_table(packs: &[Pack]) -> String {
             Scheme::SharedToken => "— (token)".to_owned(),
             Scheme::UrlParamsHmac => "`{url}` + sorted form parameters".to_owned(),
             Scheme::FieldsHmac => "selected fields".to_owned(),
+            Scheme::JwtHmac => "JWT claims (URL, body hash)".to_owned(),
+            Scheme::UrlNonceHmac => {
+                "`{url}` (query sorted) + sorted form parameters + nonce".to_owned()
+            }
         };
         let tolerance = match (info.tolerance_seconds, info.max_future_seconds) {
             (Some(t), Some(f)) if f != t => format!("{t} s past, {f} s ahead"),

@@ -151,6 +151,19 @@ pub(crate) fn decode_secret(
             .ok()
             .filter(|b| !b.is_empty())
             .ok_or(malformed("base64"))?,
+        SecretFormat::WhsecBase64OrUtf8 if secret.starts_with("whsec_") => {
+            return common::whsec_base64_secret(secret);
+        }
+        SecretFormat::WhsecBase64OrUtf8 => return common::utf8_secret(secret),
+        SecretFormat::KeyIdAndSecret => match secret.split_once(':') {
+            Some((id, rest)) if !id.is_empty() && !rest.is_empty() => secret.as_bytes().to_vec(),
+            _ => return Err(malformed("<key id>:<secret>")),
+        },
+        SecretFormat::Ed25519PublicBase64 => STANDARD
+            .decode(secret.trim())
+            .ok()
+            .filter(|b| b.len() == 32)
+            .ok_or(malformed("a 32-byte Ed25519 public key in base64"))?,
         SecretFormat::Ed25519PublicHex => decode_any_hex(secret)
             .filter(|b| b.len() == 32)
             .ok_or(malformed("a 32-byte Ed25519 public key in hex"))?,
@@ -174,6 +187,12 @@ pub(crate) fn decode_secret(
         }
     };
     Ok(SecretMaterial::new(bytes))
+}
+
+/// A `key_id_and_secret` secret split into its key id and the secret bytes.
+pub(crate) fn split_key_id(material: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = material.iter().position(|&b| b == b':')?;
+    Some((&material[..colon], &material[colon + 1..]))
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
@@ -253,6 +272,16 @@ impl SigningKey {
                 Some(STANDARD.encode(der))
             }
             SigningKey::Rsa(_) => None,
+        }
+    }
+
+    /// The public key in `format` (a base64 Ed25519 key where the pack takes one).
+    pub(crate) fn public_key_in(&self, format: SecretFormat) -> Option<String> {
+        match (self, format) {
+            (SigningKey::Ed25519(pair), SecretFormat::Ed25519PublicBase64) => {
+                Some(STANDARD.encode(pair.public_key().as_ref()))
+            }
+            _ => self.public_key_text(),
         }
     }
 

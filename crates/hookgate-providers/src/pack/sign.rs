@@ -6,7 +6,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use super::engine::{TemplateInputs, first_header};
-use super::primitives::{Signer, SigningKey, sha256_hex};
+use super::primitives::{Signer, SigningKey, sha256_hex, split_key_id};
 use super::schemes::sorted_params;
 use super::{
     EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
@@ -55,9 +55,18 @@ impl Pack {
     pub fn id_location(&self) -> IdLocation {
         match &self.event_id {
             IdRule::Headers(names) => IdLocation::Header(names[0]),
-            IdRule::Json(pointers) => IdLocation::BodyPointer(pointers[0]),
+            IdRule::Json(pointers) => match pointers.first() {
+                Some(pointer) => IdLocation::BodyPointer(pointer),
+                None => IdLocation::Signature,
+            },
             IdRule::Composed(parts) => IdLocation::BodyPointer(parts[0].0),
         }
+    }
+
+    /// The public key that verifies signatures of `key`, written as this pack's
+    /// `secret_format` expects it (what an endpoint configures).
+    pub fn public_key_text(&self, key: &SigningKey) -> Option<String> {
+        key.public_key_in(self.secret_format)
     }
 
     fn signature_value(&self, encoded: &str, timestamp: Option<&str>) -> String {
@@ -77,6 +86,9 @@ impl Pack {
                     }
                     _ => signature,
                 }
+            }
+            SignatureFormat::TimestampThenSignatures { separator } => {
+                format!("{}{separator}{encoded}", timestamp.unwrap_or_default())
             }
             SignatureFormat::VersionedList {
                 version_separator,
@@ -138,6 +150,7 @@ impl Pack {
             .collect();
         let mut body = request.body.to_vec();
         let mut url = target.public_url.map(str::to_owned);
+        let mut nonce_value = None;
         let signature = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
                 let crc32 = crc32fast::hash(request.body).to_string();
@@ -153,7 +166,11 @@ impl Pack {
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {
                     (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
-                        let tag = self.algorithm.mac(key.expose(), &parts);
+                        let key = match self.key_id_header {
+                            Some(_) => split_key_id(key.expose()).map_or(&[][..], |(_, k)| k),
+                            None => key.expose(),
+                        };
+                        let tag = self.algorithm.mac(key, &parts);
                         Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
                     }
                     (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
@@ -173,6 +190,27 @@ impl Pack {
                         base64::engine::general_purpose::STANDARD.encode(key.expose())
                     ),
                 }
+            }),
+            Scheme::UrlNonceHmac => url.as_deref().zip(shared).map(|(url, key)| {
+                let nonce = &sha256_hex(request.event_id.as_bytes())[..20];
+                nonce_value = Some(nonce.to_owned());
+                let form = if self.send_content_type.starts_with(common::FORM) {
+                    request.body
+                } else {
+                    &[][..]
+                };
+                let signed = super::schemes::url_nonce_string(url, form, nonce);
+                let tag = self.algorithm.mac(key.expose(), &[&signed]);
+                self.encoding.encode(&tag[..self.algorithm.tag_len()])
+            }),
+            Scheme::JwtHmac => shared.and_then(|key| {
+                self.sign_jwt(
+                    key,
+                    target.public_url,
+                    request.body,
+                    request.timestamp,
+                    request.event_id,
+                )
             }),
             Scheme::UrlParamsHmac => url.as_mut().zip(shared).map(|(url, key)| {
                 let params = if self.send_content_type.starts_with(common::FORM) {
@@ -237,6 +275,14 @@ impl Pack {
             if Some(part) != type_header && !headers.iter().any(|(n, _)| n == part) {
                 common::push_header(&mut headers, part, value);
             }
+        }
+        if let (Some(name), Some(nonce)) = (self.nonce_header, &nonce_value) {
+            common::push_header(&mut headers, name, nonce);
+        }
+        if let (Some(name), Some(key)) = (self.key_id_header, shared)
+            && let Some((key_id, _)) = split_key_id(key.expose())
+        {
+            common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
         if let (Some(encoded), Some(name)) = (signature, self.signature_header_names.first()) {
             let value = self.signature_value(&encoded, timestamp.as_deref());

@@ -178,6 +178,10 @@ pub struct SignatureSpec {
     pub headers: Vec<String>,
     #[serde(default)]
     pub format: Option<SignatureFormatSpec>,
+    /// A header naming the key that signed (`key_id_and_secret` secrets: only the configured
+    /// secrets with that key id are tried; absent header = 400 `missing_signature`).
+    #[serde(default)]
+    pub key_id_header: Option<String>,
     /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512` (HMAC schemes only).
     #[serde(default)]
     pub algorithm: Option<String>,
@@ -191,6 +195,9 @@ pub struct SignatureSpec {
     /// SharedKey settings).
     #[serde(default)]
     pub algorithm_header: Option<String>,
+    /// `url_nonce_hmac`: the header carrying the signed nonce.
+    #[serde(default)]
+    pub nonce_header: Option<String>,
     /// `url_params_hmac`: the query parameter carrying the hex SHA-256 of a non-form body.
     #[serde(default)]
     pub body_hash_param: Option<String>,
@@ -200,6 +207,9 @@ pub struct SignatureSpec {
     /// `fields_hmac`: what joins the fields (`:` for Adyen, nothing for Mailgun).
     #[serde(default)]
     pub field_separator: String,
+    /// `jwt_hmac`: what the token must carry.
+    #[serde(default)]
+    pub jwt: Option<JwtSpec>,
     /// `fields_hmac`: pointer (inside the signed object) of the signature.
     #[serde(default)]
     pub field_signature: Option<String>,
@@ -222,6 +232,39 @@ pub struct SignatureSpec {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtSpec {
+    /// Allowed `alg` values: `HS256`, `HS384`, `HS512` (anything else is malformed).
+    pub algorithms: Vec<String>,
+    /// The `iss` the token must carry.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// `sub` must be the signed URL (`public_url` with the request's query).
+    #[serde(default)]
+    pub subject_is_url: bool,
+    /// A claim holding the SHA-256 of the signed URL.
+    #[serde(default)]
+    pub url_hash: Option<HashClaimSpec>,
+    /// A claim holding the SHA-256 of the body (required when the body is not empty).
+    #[serde(default)]
+    pub body_hash: Option<HashClaimSpec>,
+    /// Claims that must be present (`exp`, `nbf`, …); `exp` and `nbf` bound the lifetime.
+    #[serde(default)]
+    pub required_claims: Vec<String>,
+    /// Clock leeway on `exp` and `nbf`, as the provider's SDK applies it.
+    #[serde(default)]
+    pub leeway_seconds: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HashClaimSpec {
+    pub claim: String,
+    /// `hex`, `base64` or `base64url` (unpadded; padding ignored when verifying).
+    pub encoding: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SignatureFormatSpec {
     /// The whole header value is one signature, optionally behind a prefix (`sha256=`).
@@ -230,6 +273,15 @@ pub enum SignatureFormatSpec {
     KeyValue(KeyValueFormatSpec),
     /// Separated `<version><sep><signature>` entries (`v1,<b64> v1,<b64>`).
     VersionedList(VersionedListFormatSpec),
+    /// The signed timestamp, then one or more signatures, all separated (`<ts>,<sig>,<sig>`:
+    /// Recurly); the timestamp is read as `signature:timestamp`.
+    TimestampThenSignatures(TimestampThenSignaturesFormatSpec),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimestampThenSignaturesFormatSpec {
+    pub separator: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -243,6 +295,13 @@ pub struct PlainFormatSpec {
     /// The header may occur several times, each occurrence one candidate signature.
     #[serde(default)]
     pub repeated_header: bool,
+    /// Every listed signature header that is present carries one candidate (one header per
+    /// active key: DocuSign's numbered headers), not just the first present.
+    #[serde(default)]
+    pub each_header: bool,
+    /// The value holds several signatures separated by this (Plivo's `,`).
+    #[serde(default)]
+    pub separator: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -322,9 +381,14 @@ pub struct HandshakeSpec {
     /// Locations that must also be present (Discord: an interaction PING has a `token`).
     #[serde(default)]
     pub also_present: Vec<String>,
-    /// Where the challenge text lives (`json:/challenge`); not for constant answers.
+    /// Where the challenge text lives (`json:/challenge`, or `query:name` for a GET); not
+    /// for constant answers.
     #[serde(default)]
     pub challenge: Option<String>,
+    /// A GET handshake that carries no signature but a token the endpoint owner chose
+    /// (Meta's `hub.verify_token`): compared in constant time with an endpoint option.
+    #[serde(default)]
+    pub token: Option<HandshakeTokenSpec>,
     pub answer: HandshakeAnswerSpec,
 }
 
@@ -341,6 +405,15 @@ pub enum HandshakeAnswerSpec {
     EchoWithDigest(EchoWithDigestSpec),
     /// A fixed answer (Discord PING: `{"type":1}`; webhook PING: 204).
     Constant(ConstantAnswerSpec),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandshakeTokenSpec {
+    /// The query parameter carrying the token.
+    pub query: String,
+    /// The endpoint option holding the expected token (unset = the handshake is refused).
+    pub option: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

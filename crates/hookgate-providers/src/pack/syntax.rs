@@ -199,6 +199,12 @@ pub(crate) fn signature_format(
     spec: &SignatureFormatSpec,
 ) -> Result<SignatureFormat, PackError> {
     Ok(match spec {
+        SignatureFormatSpec::Plain(p) if p.repeated_header && p.each_header => {
+            return Err(paths.err(
+                "signature.format.plain.each_header",
+                "either repeated_header or each_header",
+            ));
+        }
         SignatureFormatSpec::Plain(p) => SignatureFormat::Plain {
             prefix: match &p.prefix {
                 Some(prefix) => Some(non_empty(paths, "signature.format.plain.prefix", prefix)?),
@@ -211,6 +217,12 @@ pub(crate) fn signature_format(
             },
             prefix_optional: p.prefix_optional,
             repeated_header: p.repeated_header,
+            each_header: p.each_header,
+            separator: p
+                .separator
+                .as_deref()
+                .map(|s| non_empty(paths, "signature.format.plain.separator", s))
+                .transpose()?,
         },
         SignatureFormatSpec::KeyValue(kv) => {
             let f = |n: &str| format!("signature.format.key_value.{n}");
@@ -223,6 +235,15 @@ pub(crate) fn signature_format(
                 signature_keys: kv.signature_keys.iter().map(|k| keep(k)).collect(),
                 timestamp_key: kv.timestamp_key.as_deref().map(keep),
                 skip_undecodable: kv.skip_undecodable,
+            }
+        }
+        SignatureFormatSpec::TimestampThenSignatures(t) => {
+            SignatureFormat::TimestampThenSignatures {
+                separator: non_empty(
+                    paths,
+                    "signature.format.timestamp_then_signatures.separator",
+                    &t.separator,
+                )?,
             }
         }
         SignatureFormatSpec::VersionedList(vl) => {
@@ -251,9 +272,14 @@ pub(crate) fn timestamp_rule(
     let from = locations(paths, "timestamp.from", &spec.from)?;
     let shape_ok = match from.as_slice() {
         [] => false,
-        [Location::SignatureParam(key)] => {
-            matches!(format, SignatureFormat::KeyValue { timestamp_key: Some(k), .. } if k == key)
-        }
+        [Location::SignatureParam(key)] => match format {
+            SignatureFormat::KeyValue {
+                timestamp_key: Some(k),
+                ..
+            } => k == key,
+            SignatureFormat::TimestampThenSignatures { .. } => *key == "timestamp",
+            _ => false,
+        },
         [Location::Json { .. }] => true,
         many => many.iter().all(|l| matches!(l, Location::Header(_))),
     };
@@ -261,7 +287,8 @@ pub(crate) fn timestamp_rule(
         return Err(paths.err(
             "timestamp.from",
             "expected header locations, or the signature format's timestamp_key as \
-             signature:<key>, or one json:/pointer",
+             signature:<key> (signature:timestamp for timestamp_then_signatures), or one \
+             json:/pointer",
         ));
     }
     let max_future_seconds = match spec.max_future_seconds {
@@ -287,6 +314,7 @@ pub(crate) fn timestamp_rule(
                 ("unix_seconds", TimeFormat::UnixSeconds),
                 ("unix_millis", TimeFormat::UnixMillis),
                 ("rfc3339", TimeFormat::Rfc3339),
+                ("iso8601_utc", TimeFormat::Iso8601Utc),
             ],
         )?,
         tolerance_seconds: spec.tolerance_seconds,
@@ -296,7 +324,14 @@ pub(crate) fn timestamp_rule(
 
 pub(crate) fn id_rule(paths: &Paths, spec: &EventIdSpec) -> Result<IdRule, PackError> {
     if spec.from.is_empty() {
-        return Err(paths.err("event_id.from", "must name at least one location"));
+        // The provider sends no id: only the verified signature identifies a delivery.
+        if !spec.compose && spec.fallback.as_deref() == Some("signature") {
+            return Ok(IdRule::Json(Vec::new()));
+        }
+        return Err(paths.err(
+            "event_id.from",
+            "must name at least one location (or none, with fallback \"signature\")",
+        ));
     }
     if spec.compose {
         let mut parts = Vec::new();
@@ -362,11 +397,16 @@ pub(crate) fn handshake(
         }
         (None, false) => return Err(paths.err(&f("challenge"), "required for this answer")),
         (Some(text), false) => match location(paths, &f("challenge"), text)? {
-            Location::Json {
-                pointer,
-                optional: false,
-            } => Some(pointer),
-            _ => return Err(paths.err(&f("challenge"), "the challenge is a json location")),
+            l @ Location::Json {
+                optional: false, ..
+            } => Some(l),
+            l @ Location::Query(_) if spec.token.is_some() => Some(l),
+            _ => {
+                return Err(paths.err(
+                    &f("challenge"),
+                    "the challenge is a json location (a query one with a token)",
+                ));
+            }
         },
     };
     let method = match spec.method.as_deref().unwrap_or("POST") {
@@ -410,6 +450,21 @@ pub(crate) fn handshake(
             body: keep(&c.body),
         },
     };
+    let token = match &spec.token {
+        None => None,
+        Some(t) => {
+            if method != http::Method::GET || !matches!(when, Location::Query(_)) {
+                return Err(paths.err(
+                    &f("token"),
+                    "a token handshake is a GET whose `when` is a query location",
+                ));
+            }
+            Some((
+                non_empty(paths, &f("token.query"), &t.query)?,
+                non_empty(paths, &f("token.option"), &t.option)?,
+            ))
+        }
+    };
     Ok(HandshakeRule {
         method,
         when,
@@ -417,6 +472,7 @@ pub(crate) fn handshake(
         also_present,
         challenge,
         answer,
+        token,
     })
 }
 
@@ -512,4 +568,78 @@ pub(crate) fn answer_rules(
             })
         })
         .collect::<Result<Vec<_>, _>>()
+}
+
+/// `signature.jwt`: required by the `jwt_hmac` scheme, refused by the others.
+pub(crate) fn jwt_rule(
+    paths: &Paths,
+    scheme: super::Scheme,
+    spec: Option<&super::spec::JwtSpec>,
+) -> Result<Option<super::jwt::JwtRule>, PackError> {
+    use super::jwt::{HashClaim, HashEncoding, JwtAlgorithm, JwtRule};
+    let spec = match (spec, scheme == super::Scheme::JwtHmac) {
+        (None, false) => return Ok(None),
+        (Some(_), false) => {
+            return Err(paths.err("signature.jwt", "only for the jwt_hmac scheme"));
+        }
+        (None, true) => return Err(paths.err("signature.jwt", "required by the jwt_hmac scheme")),
+        (Some(spec), true) => spec,
+    };
+    if spec.algorithms.is_empty() {
+        return Err(paths.err("signature.jwt.algorithms", "name at least one algorithm"));
+    }
+    let algorithms = spec
+        .algorithms
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            JwtAlgorithm::parse(a).ok_or_else(|| {
+                paths.err(
+                    &format!("signature.jwt.algorithms[{i}]"),
+                    format!("unknown algorithm {a:?} (expected HS256, HS384, HS512)"),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let hash = |field: &str, spec: &Option<super::spec::HashClaimSpec>| {
+        spec.as_ref()
+            .map(|h| {
+                Ok(HashClaim {
+                    claim: non_empty(paths, &format!("signature.jwt.{field}.claim"), &h.claim)?,
+                    encoding: pick(
+                        paths,
+                        &format!("signature.jwt.{field}.encoding"),
+                        "encoding",
+                        &h.encoding,
+                        &[
+                            ("hex", HashEncoding::Hex),
+                            ("base64", HashEncoding::Base64),
+                            ("base64url", HashEncoding::Base64Url),
+                        ],
+                    )?,
+                })
+            })
+            .transpose()
+    };
+    let body_hash = hash("body_hash", &spec.body_hash)?;
+    if body_hash.is_none() {
+        // Without it the body would be unauthenticated.
+        return Err(paths.err(
+            "signature.jwt.body_hash",
+            "required: the token must bind the body",
+        ));
+    }
+    Ok(Some(JwtRule {
+        algorithms,
+        issuer: spec
+            .issuer
+            .as_deref()
+            .map(|i| non_empty(paths, "signature.jwt.issuer", i))
+            .transpose()?,
+        subject_is_url: spec.subject_is_url,
+        url_hash: hash("url_hash", &spec.url_hash)?,
+        body_hash,
+        required: spec.required_claims.iter().map(|c| keep(c)).collect(),
+        leeway_seconds: spec.leeway_seconds,
+    }))
 }

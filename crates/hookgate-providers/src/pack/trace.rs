@@ -145,7 +145,7 @@ impl Pack {
                         "payload_too_large",
                     ),
                     super::BodyDecodeError::Corrupt => {
-                        ("gzip body does not decode".to_owned(), "body_not_decodable")
+                        ("gzip body does not decode".to_owned(), "undecodable_body")
                     }
                 };
                 return trace.fail("content_encoding", detail, code);
@@ -185,7 +185,7 @@ impl Pack {
         let mut matched = None;
         let mut signed_millis = None;
         for secret in secrets {
-            match self.verify_signature(ctx, &metadata, &body, std::slice::from_ref(secret)) {
+            match self.verify_signature(ctx, &metadata, &body, std::slice::from_ref(secret), now) {
                 Ok((_, millis)) => {
                     trace.secrets.push(SecretVerdict {
                         version: secret.version.to_owned(),
@@ -302,6 +302,7 @@ impl Pack {
             SignatureFormat::Plain { .. } => "plain",
             SignatureFormat::KeyValue { .. } => "key_value",
             SignatureFormat::VersionedList { .. } => "versioned_list",
+            SignatureFormat::TimestampThenSignatures { .. } => "timestamp_then_signatures",
         };
         let mut text = match self.token_source {
             TokenSource::Query(name) => format!("token in query parameter {name}"),

@@ -34,10 +34,15 @@ pub enum Signing {
 pub fn shared_secret_text(pack: &Pack, bytes: &[u8]) -> String {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
-    [hex, format!("whsec_{b64}"), b64]
-        .into_iter()
-        .find(|text| pack.decode_secret(text).is_ok())
-        .expect("one encoding fits every shared-secret format")
+    [
+        hex.clone(),
+        format!("whsec_{b64}"),
+        b64,
+        format!("key-1:{hex}"),
+    ]
+    .into_iter()
+    .find(|text| pack.decode_secret(text).is_ok())
+    .expect("one encoding fits every shared-secret format")
 }
 
 fn key_file(name: &str) -> String {
@@ -51,7 +56,8 @@ pub fn fixed_signer(pack: &Pack, n: u8) -> Signer {
         Scheme::Ed25519 => {
             let private = format!("{n:02x}").repeat(32);
             let key = pack.decode_signing_key(&private).unwrap();
-            (private, key.public_key_text().unwrap())
+            // hex (Discord) or base64 (Telnyx), as the pack takes it
+            (private, pack.public_key_text(&key).unwrap())
         }
         Scheme::EcdsaP256 => {
             let private = key_file(&format!("sendgrid-{n}.key.pem"));
@@ -107,7 +113,22 @@ pub fn body(pack_id: &str, text: &str, unix: i64) -> Vec<u8> {
         "slack" => format!(
             r#"{{"type":"event_callback","event_id":"evt_p1","note":{note},"event":{{"type":"x"}}}}"#
         ),
-        "paddle" => format!(r#"{{"event_id":"evt_p1","event_type":"x","note":{note}}}"#),
+        "paddle" | "typeform" => {
+            format!(r#"{{"event_id":"evt_p1","event_type":"x","note":{note}}}"#)
+        }
+        "pusher" => format!(
+            r#"{{"time_ms":{ms},"note":{note},"events":[{{"name":"x","channel":"c1"}}]}}"#
+        ),
+        "sanity" => format!(r#"{{"_id":"d1","_rev":"r1","note":{note}}}"#),
+        "retell" => format!(r#"{{"event":"x","call":{{"call_id":"c1"}},"note":{note}}}"#),
+        "docusign" => format!(
+            r#"{{"event":"x","generatedDateTime":"2026-01-01T00:00:00Z","data":{{"envelopeId":"e1"}},"note":{note}}}"#
+        ),
+        "telnyx" => format!(r#"{{"data":{{"id":"e1","event_type":"x"}},"note":{note}}}"#),
+        "plivo" => {
+            let encoded: String = text.bytes().map(|b| format!("%{b:02X}")).collect();
+            format!("MessageUUID=m1&Status=x&Text={encoded}")
+        }
         "square" => format!(
             r#"{{"event_id":"evt_p1","type":"x","note":{note},"data":{{"id":"o1"}}}}"#
         ),

@@ -181,7 +181,7 @@ where
         Ok(Cow::Owned(decoded)) => Bytes::from(decoded),
         Err(BodyDecodeError::Unsupported) => return Answer::UnsupportedMediaType,
         Err(BodyDecodeError::TooLarge) => return Answer::PayloadTooLarge,
-        Err(BodyDecodeError::Corrupt) => return Answer::BadRequest("body_not_decodable"),
+        Err(BodyDecodeError::Corrupt) => return Answer::BadRequest("undecodable_body"),
     };
 
     // 5–6. Verify against every usable secret version; fail closed when none is left.

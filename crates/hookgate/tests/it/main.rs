@@ -6,6 +6,7 @@ mod support;
 #[cfg(feature = "bench")]
 mod bench;
 mod cli;
+mod codings_and_token_handshakes;
 mod crash;
 mod delivery;
 mod hostile;

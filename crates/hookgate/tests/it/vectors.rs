@@ -24,6 +24,21 @@ const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[
         415,
         "unsupported_media_type",
     ),
+    (
+        "plivo/shared/invalid_missing_nonce_header",
+        400,
+        "bad_request",
+    ),
+    (
+        "workos/shared/invalid_malformed_signature",
+        400,
+        "bad_request",
+    ),
+    (
+        "worldline/shared/invalid_duplicate_signature_header",
+        400,
+        "bad_request",
+    ),
     // a signed header of the template (Anthropic's webhook-id; its id is the body's)
     (
         "anthropic/shared/invalid_missing_id_header",
@@ -147,6 +162,9 @@ fn engine_delivery(pack: &Pack, v: &Value, body: &[u8]) -> Option<Delivery> {
         .map(|key| TrustedSecret { version: "v", key })
         .collect();
     let metadata = pack.parse_metadata(&ctx).ok()?;
+    // a coded body (the pack's content_encoding) is verified decoded, as the ingress does
+    let decoded = pack.decode_body(&headers, body, 1 << 20).ok()?;
+    let body = &*decoded;
     let now = v["now"].as_i64().unwrap();
     let verified = pack
         .verify(
