@@ -596,8 +596,13 @@ fn sample_body(id: &str, now: i64) -> String {
             {"NotificationRequestItem":{"pspReference":"P1","eventCode":"x","success":"true","merchantAccountCode":"M","merchantReference":"R:1","amount":{"value":1130,"currency":"EUR"}}},
             {"NotificationRequestItem":{"pspReference":"P2","eventCode":"x","success":"false","merchantAccountCode":"M","merchantReference":"R2","amount":{"value":5,"currency":"EUR"}}}]}"#.into(),
         "mailgun" => format!(r#"{{"event-data":{{"id":"{event_id}","event":"x"}}}}"#),
+        "pagerduty" => format!(r#"{{"event":{{"id":"{event_id}","event_type":"x"}}}}"#),
+        "revenuecat" => format!(r#"{{"event":{{"id":"{event_id}","type":"x"}}}}"#),
+        "zoho_payments" => format!(r#"{{"event_id":"{event_id}","event_type":"x"}}"#),
+        "telegram" => r#"{"update_id":10000,"message":{"chat":{"id":1}}}"#.into(),
+        "xero" => r#"{"events":[{"tenantId":"t1","eventCategory":"INVOICE","eventType":"x","resourceId":"r1","eventDateUtc":"2026-01-01T00:00:00"}],"entropy":"e"}"#.into(),
         _ => format!(
-            r#"{{"id":"{event_id}","type":"x","topic":"x","event":"x","subscription":{{"type":"x"}}}}"#
+            r#"{{"id":"{event_id}","type":"x","event_type":"x","topic":"x","event":"x","subscription":{{"type":"x"}}}}"#
         ),
     }
 }
@@ -609,7 +614,10 @@ fn secret_text(pack: &Pack, n: u8) -> String {
             base64::engine::general_purpose::STANDARD.encode([n; 24])
         ),
         "adyen" => format!("{n:02X}").repeat(32),
-        _ => format!("round-trip-secret-{n}"),
+        // any other pack: a text secret, else base64 key bytes where its format needs them
+        _ => Some(format!("round-trip-secret-{n}"))
+            .filter(|text| pack.decode_secret(text).is_ok())
+            .unwrap_or_else(|| base64::engine::general_purpose::STANDARD.encode([n; 24])),
     }
 }
 
@@ -671,7 +679,9 @@ fn sign_then_verify_round_trips_for_every_shared_secret_pack() {
                 let ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
                 assert_eq!(ids, ["P1:x:true", "P2:x:false"]);
             }
-            assert_eq!(events[0].event_type.as_deref(), Some("x"), "{}", pack.id());
+            if pack.info().event_type_location.is_some() {
+                assert_eq!(events[0].event_type.as_deref(), Some("x"), "{}", pack.id());
+            }
             let other = if want_index == 0 { &previous } else { &current };
             assert_eq!(
                 run(

@@ -135,8 +135,15 @@ pub fn body(pack_id: &str, text: &str, unix: i64) -> Vec<u8> {
             r#"[{{"sg_event_id":"e1","event":"x","note":{note}}},{{"sg_event_id":"e2","event":"y"}}]"#
         ),
         "discord" => format!(r#"{{"id":"i1","type":2,"token":"t","note":{note},"data":{{"name":"x"}}}}"#),
+        "pagerduty" => format!(r#"{{"event":{{"id":"evt_p1","event_type":"x","note":{note}}}}}"#),
+        "revenuecat" => format!(r#"{{"event":{{"id":"evt_p1","type":"x","note":{note}}}}}"#),
+        "zoho_payments" => format!(r#"{{"event_id":"evt_p1","event_type":"x","note":{note}}}"#),
+        "telegram" => format!(r#"{{"update_id":10000,"note":{note},"message":{{"chat":{{"id":1}}}}}}"#),
+        "xero" => format!(
+            r#"{{"events":[{{"tenantId":"t1","eventCategory":"INVOICE","eventType":"x","resourceId":"r1","eventDateUtc":"2026-01-01T00:00:00","note":{note}}}],"entropy":"e"}}"#
+        ),
         _ => format!(
-            r#"{{"id":"evt_p1","type":"x","topic":"x","event":"x","note":{note},"subscription":{{"type":"x"}}}}"#
+            r#"{{"id":"evt_p1","type":"x","event_type":"x","topic":"x","event":"x","note":{note},"subscription":{{"type":"x"}}}}"#
         ),
     }
     .into_bytes()
