@@ -597,6 +597,7 @@ fn sample_body(id: &str, now: i64) -> String {
             {"NotificationRequestItem":{"pspReference":"P2","eventCode":"x","success":"false","merchantAccountCode":"M","merchantReference":"R2","amount":{"value":5,"currency":"EUR"}}}]}"#.into(),
         "mailgun" => format!(r#"{{"event-data":{{"id":"{event_id}","event":"x"}}}}"#),
         "pagerduty" => format!(r#"{{"event":{{"id":"{event_id}","event_type":"x"}}}}"#),
+        "cal_com" => r#"{"triggerEvent":"x","createdAt":"2026-01-01T00:00:00.000Z","payload":{"uid":"b1"}}"#.into(),
         "revenuecat" => format!(r#"{{"event":{{"id":"{event_id}","type":"x"}}}}"#),
         "zoho_payments" => format!(r#"{{"event_id":"{event_id}","event_type":"x"}}"#),
         "telegram" => r#"{"update_id":10000,"message":{"chat":{"id":1}}}"#.into(),

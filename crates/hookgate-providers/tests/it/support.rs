@@ -136,6 +136,9 @@ pub fn body(pack_id: &str, text: &str, unix: i64) -> Vec<u8> {
         ),
         "discord" => format!(r#"{{"id":"i1","type":2,"token":"t","note":{note},"data":{{"name":"x"}}}}"#),
         "pagerduty" => format!(r#"{{"event":{{"id":"evt_p1","event_type":"x","note":{note}}}}}"#),
+        "cal_com" => format!(
+            r#"{{"triggerEvent":"x","createdAt":"2026-01-01T00:00:00.000Z","note":{note},"payload":{{"uid":"b1"}}}}"#
+        ),
         "revenuecat" => format!(r#"{{"event":{{"id":"evt_p1","type":"x","note":{note}}}}}"#),
         "zoho_payments" => format!(r#"{{"event_id":"evt_p1","event_type":"x","note":{note}}}"#),
         "telegram" => format!(r#"{{"update_id":10000,"note":{note},"message":{{"chat":{{"id":1}}}}}}"#),
