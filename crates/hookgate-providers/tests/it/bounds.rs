@@ -61,7 +61,14 @@ fn every_pack_refuses_timestamps_further_ahead_than_its_tolerance() {
         checked.push(id);
     }
     // every pack that signs a timestamp was checked (the originals among them)
-    for id in ["stripe", "slack", "svix", "standard_webhooks", "paddle", "zoom"] {
+    for id in [
+        "stripe",
+        "slack",
+        "svix",
+        "standard_webhooks",
+        "paddle",
+        "zoom",
+    ] {
         assert!(checked.contains(&id), "{id} not checked: {checked:?}");
     }
     // Stripe's SDKs accept any future timestamp; hookgate refuses past 300 s both ways.
