@@ -68,4 +68,10 @@ pub(crate) const EARLIER_REJECTIONS: &[(&str, Rejection)] = &[
         "mollie/shared/invalid_classic_unsigned_webhook",
         Rejection::UnsupportedMediaType,
     ),
+    // Anthropic's id is the body's; webhook-id is only a signed header of the template, so its
+    // absence is a missing part of the signature
+    (
+        "anthropic/shared/invalid_missing_id_header",
+        Rejection::BadRequest(hookgate_providers::BadRequestReason::MissingSignature),
+    ),
 ];

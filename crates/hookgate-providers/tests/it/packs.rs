@@ -596,17 +596,38 @@ fn sample_body(id: &str, now: i64) -> String {
             {"NotificationRequestItem":{"pspReference":"P1","eventCode":"x","success":"true","merchantAccountCode":"M","merchantReference":"R:1","amount":{"value":1130,"currency":"EUR"}}},
             {"NotificationRequestItem":{"pspReference":"P2","eventCode":"x","success":"false","merchantAccountCode":"M","merchantReference":"R2","amount":{"value":5,"currency":"EUR"}}}]}"#.into(),
         "mailgun" => format!(r#"{{"event-data":{{"id":"{event_id}","event":"x"}}}}"#),
-        "pagerduty" => format!(r#"{{"event":{{"id":"{event_id}","event_type":"x"}}}}"#),
-        "cal_com" => r#"{"triggerEvent":"x","createdAt":"2026-01-01T00:00:00.000Z","payload":{"uid":"b1"}}"#.into(),
-        "revenuecat" => format!(r#"{{"event":{{"id":"{event_id}","type":"x"}}}}"#),
-        "zoho_payments" => format!(r#"{{"event_id":"{event_id}","event_type":"x"}}"#),
-        "telegram" => r#"{"update_id":10000,"message":{"chat":{"id":1}}}"#.into(),
-        "xero" => r#"{"events":[{"tenantId":"t1","eventCategory":"INVOICE","eventType":"x","resourceId":"r1","eventDateUtc":"2026-01-01T00:00:00"}],"entropy":"e"}"#.into(),
-        _ => format!(
-            r#"{{"id":"{event_id}","type":"x","event_type":"x","topic":"x","event":"x","subscription":{{"type":"x"}}}}"#
+        id if HAND_WRITTEN_BODY.contains(&id) => format!(
+            r#"{{"id":"{event_id}","type":"x","topic":"x","event":"x","subscription":{{"type":"x"}}}}"#
         ),
+        // a newer pack: a body shaped like its first valid vector
+        other => String::from_utf8(crate::support::body(other, "round trip", now)).unwrap(),
     }
 }
+
+/// Packs whose round-trip body is the generic one above (id, type and topic at the top).
+const HAND_WRITTEN_BODY: &[&str] = &[
+    "stripe",
+    "github",
+    "standard_webhooks",
+    "svix",
+    "shopify",
+    "bitbucket",
+    "intercom",
+    "mollie",
+    "razorpay",
+    "sentry",
+    "twitch",
+    "gitlab",
+    "slack",
+    "paddle",
+    "square",
+    "lemonsqueezy",
+    "zoom",
+    "linear",
+    "twilio",
+    "adyen",
+    "mailgun",
+];
 
 fn secret_text(pack: &Pack, n: u8) -> String {
     match pack.id() {
@@ -615,10 +636,8 @@ fn secret_text(pack: &Pack, n: u8) -> String {
             base64::engine::general_purpose::STANDARD.encode([n; 24])
         ),
         "adyen" => format!("{n:02X}").repeat(32),
-        // any other pack: a text secret, else base64 key bytes where its format needs them
-        _ => Some(format!("round-trip-secret-{n}"))
-            .filter(|text| pack.decode_secret(text).is_ok())
-            .unwrap_or_else(|| base64::engine::general_purpose::STANDARD.encode([n; 24])),
+        id if HAND_WRITTEN_BODY.contains(&id) => format!("round-trip-secret-{n}"),
+        _ => crate::support::shared_secret_text(pack, &[n; 24]),
     }
 }
 
@@ -680,7 +699,7 @@ fn sign_then_verify_round_trips_for_every_shared_secret_pack() {
                 let ids: Vec<&str> = events.iter().map(|e| e.event_id.as_str()).collect();
                 assert_eq!(ids, ["P1:x:true", "P2:x:false"]);
             }
-            if pack.info().event_type_location.is_some() {
+            if HAND_WRITTEN_BODY.contains(&pack.id()) {
                 assert_eq!(events[0].event_type.as_deref(), Some("x"), "{}", pack.id());
             }
             let other = if want_index == 0 { &previous } else { &current };
