@@ -272,10 +272,9 @@ impl Pack {
                     .collect::<Vec<_>>(),
             )
         });
+        // A verified batch without items (LINE's verify request, `"events": []`) is a delivery
+        // of no events: answered as accepted, nothing stored.
         let events = match batch_items {
-            Some(items) if items.is_empty() => {
-                return Err(bad(BadRequestReason::MissingEventId));
-            }
             Some(items) => items
                 .into_iter()
                 .map(|item| self.envelope(metadata, ctx.headers, item))

@@ -74,6 +74,17 @@ pub(super) async fn commit(state: &AppState, cfg: &EndpointConfig, v: Verified<'
             replay_digest: replay.take(),
         });
     }
+    if rows.is_empty() {
+        // A verified batch of no events (LINE's verify request): nothing to store.
+        let own = Answer::Batch { events: Vec::new() };
+        return match v.provider_answer {
+            Some(answer) => Answer::Provider {
+                answer,
+                of: Box::new(own),
+            },
+            None => own,
+        };
+    }
     let single = rows.len() == 1;
     let commit_started = Instant::now();
     let result = if single {

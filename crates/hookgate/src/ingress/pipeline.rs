@@ -212,7 +212,8 @@ where
     {
         object_from_pointers(cfg, &body, envelope);
     }
-    if events.is_empty()
+    // A batch may verify with no events (LINE's verify request): accepted, nothing stored.
+    if (events.is_empty() && !pack.batched())
         || events
             .iter()
             .any(|e| e.event_id.is_empty() || e.event_id.len() > 512)

@@ -25,7 +25,17 @@ const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[
         "unsupported_media_type",
     ),
     // a signed header of the template (Anthropic's webhook-id; its id is the body's)
-    ("anthropic/shared/invalid_missing_id_header", 400, "bad_request"),
+    (
+        "anthropic/shared/invalid_missing_id_header",
+        400,
+        "bad_request",
+    ),
+    // no signature under the pack's key (v1, not v0): nothing matches
+    (
+        "elevenlabs/shared/invalid_malformed_signature",
+        401,
+        "invalid_signature",
+    ),
 ];
 
 /// Invalid vectors whose only difference is trailing whitespace of a header value: HTTP does
@@ -627,4 +637,43 @@ async fn a_reused_mailgun_token_is_a_duplicate_of_the_first_row() {
 fn v_token(v: &Value) -> Value {
     let doc: Value = serde_json::from_slice(&vector_body(v)).unwrap();
     doc["signature"]["token"].clone()
+}
+
+/// LINE's verify request (a verified body with `"events": []`) is answered 200
+/// `{"status":"accepted","events":[]}` and stores nothing; the same body with one byte changed
+/// is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_batch_without_events_is_accepted_and_stores_nothing() {
+    let v = vector(
+        "line",
+        "line/shared/valid_empty_events_verification_request",
+    );
+    let mut g = TestGateway::start(
+        &vector_endpoint("ep", "line", &v),
+        v["now"].as_i64().unwrap(),
+    )
+    .await;
+    let headers = vector_headers(&v);
+    let body = vector_body(&v);
+    let r = send_raw_async(
+        g.addr,
+        build_request("POST", "/webhooks/ep", &headers, &body),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"status": "accepted", "events": []})
+    );
+    assert!(g.events().await.is_empty(), "nothing stored");
+    let mut tampered = body.clone();
+    tampered[5] ^= 1;
+    let r = send_raw_async(
+        g.addr,
+        build_request("POST", "/webhooks/ep", &headers, &tampered),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert!(g.events().await.is_empty());
+    g.stop().await;
 }
