@@ -74,6 +74,8 @@ pub(crate) const ANSWERS: &[(&str, u16, Option<&str>, &str)] = &[
         r#"{"type":5}"#,
     ),
     ("discord/shared/valid_webhook_event", 204, None, ""),
+    // Xero expects an empty 200 (its Intent to Receive check counts the body)
+    ("xero", 200, None, ""),
 ];
 
 /// Invalid vectors refused otherwise than their reason code says (earlier, or as another
