@@ -14,6 +14,11 @@
 //! Every [`postgres`] call creates a fresh database with a unique name (dropped again when the
 //! [`PgTestDb`] is dropped). Tests that stop or break the server use [`throwaway_cluster`],
 //! which always starts a cluster of their own, never the shared one or `DATABASE_URL`.
+//!
+//! [`vectors`] reads the provider vector files of `testdata/vectors/` (the one loader the
+//! provider crate's and the binary's tests share).
+
+pub mod vectors;
 
 use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;

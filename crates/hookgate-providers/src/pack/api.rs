@@ -159,6 +159,8 @@ pub struct PackInfo {
     /// `docs`, `sdk` or `experimental`.
     pub evidence: &'static str,
     pub sources: Vec<String>,
+    /// Fact → its citation (docs URL or `sdk:<registry>/<package>@<version>:<path>`).
+    pub citations: std::collections::BTreeMap<&'static str, String>,
     /// The known-answer vectors the pack ships (`testdata/vectors/<id>.json`).
     pub vectors: u32,
     pub content_types: Vec<&'static str>,

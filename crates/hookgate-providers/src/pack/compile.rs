@@ -604,6 +604,8 @@ impl PackSpec {
                 methods.push(h.method.clone());
             }
         }
+        // Last, so that a structural error is reported before a missing citation.
+        let citations = super::citations::check_citations(paths, self, evidence)?;
         Ok(Pack {
             id: keep(&self.id),
             vectors: self.vectors,
@@ -621,6 +623,7 @@ impl PackSpec {
             scheme,
             evidence,
             sources: self.sources.clone(),
+            citations,
             content_types: keep_all(content_types),
             send_content_type,
             secret_format,

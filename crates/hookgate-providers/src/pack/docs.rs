@@ -454,6 +454,7 @@ impl Pack {
             scheme: self.scheme.as_str(),
             evidence: self.evidence.as_str(),
             sources: self.sources.clone(),
+            citations: self.citations.clone(),
             vectors: self.vectors,
             content_types: self.content_types.to_vec(),
             secret_format: self.secret_format.as_str(),

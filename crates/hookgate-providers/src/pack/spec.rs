@@ -20,6 +20,10 @@ pub struct PackSpec {
     /// `docs`, `sdk` or `experimental`.
     pub evidence: String,
     pub sources: Vec<String>,
+    /// Where each fact the pack declares is confirmed: an https URL of the provider's docs or
+    /// `sdk:<registry>/<package>@<version>:<path>` (a file of an official SDK).
+    #[serde(default)]
+    pub citations: Option<CitationsSpec>,
     #[serde(default)]
     pub notes: Option<String>,
     /// Accepted media types, lower case, without parameters.
@@ -70,6 +74,59 @@ pub struct PackSpec {
     /// token): the ingress answers a reuse as a duplicate. Locations, first present wins.
     #[serde(default)]
     pub replay_key: Vec<String>,
+}
+
+/// One citation per fact; a fact the pack does not have (no timestamp, no handshake) needs none.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CitationsSpec {
+    /// Algorithm, encoding, signed bytes and the header.
+    #[serde(default)]
+    pub signature: Option<String>,
+    #[serde(default)]
+    pub secret_format: Option<String>,
+    /// Location, unit and tolerance of the signed timestamp.
+    #[serde(default)]
+    pub timestamp: Option<String>,
+    /// The id's source and whether retries keep it.
+    #[serde(default)]
+    pub event_id: Option<String>,
+    #[serde(default)]
+    pub handshake: Option<String>,
+    #[serde(default)]
+    pub redelivery_horizon: Option<String>,
+    #[serde(default)]
+    pub content_types: Option<String>,
+}
+
+impl CitationsSpec {
+    /// The keys of the schema, in the order the docs list them.
+    pub const KEYS: &'static [&'static str] = &[
+        "signature",
+        "secret_format",
+        "timestamp",
+        "event_id",
+        "handshake",
+        "redelivery_horizon",
+        "content_types",
+    ];
+
+    /// `(key, value)` of every citation given, in [`Self::KEYS`] order.
+    pub fn entries(&self) -> Vec<(&'static str, &str)> {
+        [
+            &self.signature,
+            &self.secret_format,
+            &self.timestamp,
+            &self.event_id,
+            &self.handshake,
+            &self.redelivery_horizon,
+            &self.content_types,
+        ]
+        .into_iter()
+        .zip(Self::KEYS)
+        .filter_map(|(value, key)| value.as_deref().map(|v| (*key, v)))
+        .collect()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

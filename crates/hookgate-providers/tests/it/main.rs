@@ -3,6 +3,7 @@
 //! (`bounds`) and the sign → verify properties (`roundtrip_props`).
 
 mod bounds;
+mod expectations;
 mod listing;
 mod packs;
 mod roundtrip_props;

@@ -1,17 +1,17 @@
 //! The proof of the pack engine, through the API the binary calls ([`Pack`] with a
-//! [`RequestContext`]): every vector of the 24 built-in packs' providers (exact counts per
-//! provider; valid → every event id of a batch and the matched secret, handshakes → the
-//! provider's answer, invalid → the rejection), tamper tests for every pack (one byte, one
-//! space, the id, the timestamp where signed, a retired secret), sign → verify round trips for
-//! every shared-secret pack, options and `public_url` checks, and a table of bad packs with
-//! the exact compile errors.
+//! [`RequestContext`]): every vector of every built-in pack, read from its files
+//! (`testdata/vectors/<id>.json` and `<id>.generated.json`; the count equals the pack's
+//! `vectors`, at least two valid, every tamper case present; valid → every event id of a batch
+//! and the matched secret, handshakes → the provider's answer, invalid → the rejection), tamper
+//! tests for every pack (one byte, one space, the id, the timestamp where signed, a retired
+//! secret), sign → verify round trips for every shared-secret pack, options and `public_url`
+//! checks, and a table of bad packs with the exact compile errors.
 //!
 //! The differential test against the six hand-written adapters that this file used to hold
 //! was the proof that their packs give the same verdicts; the adapters are gone, and their
 //! vectors, tamper variants and round trips run here through the packs.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use base64::Engine;
 use hookgate_providers::pack::{
@@ -21,101 +21,12 @@ use hookgate_providers::pack::{
 use hookgate_providers::{
     BadRequestReason, IdLocation, Rejection, SecretMaterial, SignRequest, TrustedSecret, Verified,
 };
+use hookgate_testkit::vectors::TamperCase;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::Value;
 
-/// Provider → vectors its file holds (all of them must run).
-const COUNTS: &[(&str, usize)] = &[
-    ("stripe", 15),
-    ("github", 13),
-    ("standard_webhooks", 18),
-    ("svix", 16),
-    ("shopify", 9),
-    ("slack", 15),
-    ("bitbucket", 7),
-    ("intercom", 7),
-    ("lemonsqueezy", 6),
-    ("linear", 10),
-    ("mollie", 8),
-    ("paddle", 14),
-    ("razorpay", 8),
-    ("sentry", 8),
-    ("twitch", 10),
-    ("zoom", 8),
-    ("adyen", 15),
-    ("discord", 11),
-    ("gitlab", 6),
-    ("mailgun", 9),
-    ("paypal", 6),
-    ("sendgrid", 11),
-    ("square", 13),
-    ("twilio", 18),
-];
-
-/// Valid vectors whose provider has no event id: the id the pack composes from signed fields
-/// (or, for Mailgun's legacy form webhooks, the signed one-time token).
-const COMPOSED_IDS: &[(&str, &str)] = &[
-    (
-        "lemonsqueezy/shared/valid_basic",
-        "order_created:orders:53535",
-    ),
-    (
-        "lemonsqueezy/shared/valid_previous_secret_configured",
-        "order_created:orders:53535",
-    ),
-    (
-        "zoom/shared/valid_event",
-        "meeting.started:1767225598088:80000010213",
-    ),
-    (
-        "zoom/shared/valid_previous_secret_configured",
-        "meeting.started:1767225598088:80000010213",
-    ),
-    (
-        "discord/shared/valid_webhook_event",
-        "APPLICATION_AUTHORIZED:2025-12-31T23:59:58.064834:80351110224678912",
-    ),
-    (
-        "mailgun/shared/valid_legacy_form_webhook",
-        "762702ea8e8218545e8e1d812678a4327c25d7a7367eedbe5e",
-    ),
-];
-
-/// Valid vectors without an id whose pack identifies them by the verified signature
-/// (`sig:` + the signature header's bytes in hex).
-const SIGNATURE_IDS: &[&str] = &[
-    "adyen/shared/sdk_test_management_payload_hmac",
-    "adyen/shared/valid_banking_header_hmac",
-    "square/shared/sdk_test_escaped_body",
-    "twilio/shared/sdk_test_form_params",
-    "twilio/shared/sdk_test_https_port_removed",
-    "twilio/shared/sdk_test_https_port_443_added",
-    "twilio/shared/sdk_test_http_port_80_added",
-    "twilio/shared/sdk_test_duplicate_params",
-    "twilio/shared/sdk_test_json_body_hash",
-];
-
-/// The provider-required answers to accepted (non-handshake) vectors.
-const ANSWERS: &[(&str, u16, Option<&str>, &str)] = &[
-    ("adyen", 200, Some("text/plain"), "[accepted]"),
-    (
-        "discord/shared/valid_application_command",
-        200,
-        Some("application/json"),
-        r#"{"type":5}"#,
-    ),
-    ("discord/shared/valid_webhook_event", 204, None, ""),
-];
-
-/// Invalid vectors refused earlier than their reason code says, and why.
-const EARLIER_REJECTIONS: &[(&str, Rejection)] = &[
-    // a classic Mollie webhook is a form post: not a content type next-gen webhooks use
-    (
-        "mollie/shared/invalid_classic_unsigned_webhook",
-        Rejection::UnsupportedMediaType,
-    ),
-];
+use crate::expectations::{ANSWERS, COMPOSED_IDS, EARLIER_REJECTIONS, SIGNATURE_IDS};
 
 struct Case {
     name: String,
@@ -130,69 +41,34 @@ struct Case {
     event_ids: Option<Vec<String>>,
     url: Option<String>,
     config: Value,
+    tamper_case: Option<TamperCase>,
 }
 
 fn load(provider: &str) -> Vec<Case> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../testdata/vectors")
-        .join(format!("{provider}.json"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let doc: Value = serde_json::from_str(&text).expect("vector file is JSON");
-    assert_eq!(doc["provider"], provider);
-    doc["vectors"]
-        .as_array()
-        .expect("vectors")
-        .iter()
+    hookgate_testkit::vectors::load(provider)
+        .into_iter()
         .map(|v| {
-            let name = v["name"].as_str().unwrap().to_owned();
             let mut headers = HeaderMap::new();
-            for (header, value) in v["headers"].as_object().unwrap() {
-                let header = HeaderName::from_bytes(header.as_bytes()).unwrap();
-                let values: Vec<&str> = match value {
-                    Value::String(s) => vec![s],
-                    Value::Array(items) => items.iter().map(|i| i.as_str().unwrap()).collect(),
-                    other => panic!("{name}: header value {other}"),
-                };
-                for value in values {
-                    headers.append(header.clone(), HeaderValue::from_str(value).unwrap());
-                }
+            for (name, value) in &v.headers {
+                headers.append(
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_str(value).unwrap(),
+                );
             }
-            let body = match (v.get("body"), v.get("body_b64")) {
-                (Some(Value::String(t)), None) => t.clone().into_bytes(),
-                (None, Some(Value::String(b))) => {
-                    base64::engine::general_purpose::STANDARD.decode(b).unwrap()
-                }
-                _ => panic!("{name}: body"),
-            };
-            let event_ids = match &v["event_id"] {
-                Value::String(s) => Some(vec![s.clone()]),
-                Value::Array(items) => Some(
-                    items
-                        .iter()
-                        .map(|i| i.as_str().unwrap().to_owned())
-                        .collect(),
-                ),
-                _ => None,
-            };
             Case {
                 provider: provider.to_owned(),
-                secrets: v["secrets"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|s| s.as_str().unwrap().to_owned())
-                    .collect(),
-                now: v["now"].as_i64().unwrap(),
+                secrets: v.secrets.clone(),
+                now: v.now,
                 headers,
-                body,
-                valid: v["expect"] == "valid",
-                reason: v["reason"].as_str().unwrap_or_default().to_owned(),
-                matched_secret_index: v["matched_secret_index"].as_u64().map(|i| i as usize),
-                event_ids,
-                url: v.get("url").and_then(Value::as_str).map(str::to_owned),
-                config: v.get("config").cloned().unwrap_or(Value::Null),
-                name,
+                valid: v.valid,
+                reason: v.reason.clone(),
+                matched_secret_index: v.matched_secret_index,
+                event_ids: v.event_ids.clone(),
+                url: v.url.clone(),
+                config: Value::Object(v.config.clone().into_iter().collect()),
+                tamper_case: v.tamper_case(),
+                body: v.body,
+                name: v.name,
             }
         })
         .collect()
@@ -443,13 +319,13 @@ fn check(case: &Case) -> Result<(), String> {
 fn every_vector_of_every_pack_gets_its_verdict() {
     let mut failures = Vec::new();
     let mut total = 0;
-    for (provider, count) in COUNTS {
+    for pack in pack::builtin_packs() {
+        let provider = pack.id();
         let cases = load(provider);
-        assert_eq!(cases.len(), *count, "{provider}: vector count");
         assert_eq!(
-            pack(provider).vectors() as usize,
-            *count,
-            "{provider}: the pack's `vectors`"
+            cases.len(),
+            pack.vectors() as usize,
+            "{provider}: the pack's `vectors` is the number of vectors in its files"
         );
         for case in &cases {
             total += 1;
@@ -464,8 +340,44 @@ fn every_vector_of_every_pack_gets_its_verdict() {
         failures.len(),
         failures.join("\n")
     );
-    assert_eq!(total, 261);
-    assert_eq!(pack::builtin_packs().len(), COUNTS.len());
+    let declared: u32 = pack::builtin_packs().iter().map(Pack::vectors).sum();
+    assert_eq!(total, declared as usize);
+}
+
+/// Every pack ships at least two valid vectors and each tamper case its scheme has, each one
+/// refused (the verdicts themselves are checked above).
+#[test]
+fn every_pack_ships_two_valid_vectors_and_every_tamper_case() {
+    let mut missing = Vec::new();
+    for pack in pack::builtin_packs() {
+        let cases = load(pack.id());
+        let valid = cases.iter().filter(|c| c.valid).count();
+        if valid < 2 {
+            missing.push(format!(
+                "{}: {valid} valid vector(s), want at least 2",
+                pack.id()
+            ));
+        }
+        let required = TamperCase::required(
+            pack.timestamp_signed(),
+            pack.scheme() == Scheme::SharedToken,
+        );
+        for case in required {
+            if !cases.iter().any(|c| c.tamper_case == Some(case)) {
+                missing.push(format!(
+                    "{}: no {case:?} vector (reason {:?})",
+                    pack.id(),
+                    case.reason()
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} missing:\n{}",
+        missing.len(),
+        missing.join("\n")
+    );
 }
 
 /// A byte of a signed field's value, for packs that sign fields rather than bytes.
@@ -616,9 +528,9 @@ fn tampered_valid_vectors_are_refused_by_every_pack() {
     let mut failures = Vec::new();
     let mut checked = 0;
     let mut per_pack: BTreeMap<&str, usize> = BTreeMap::new();
-    for (provider, _) in COUNTS {
+    for pack in pack::builtin_packs() {
+        let provider = pack.id();
         for case in load(provider).iter().filter(|c| c.valid) {
-            let pack = pack(provider);
             let untouched = run_case(pack, case, &case.headers, &case.body);
             if untouched.is_err() {
                 failures.push(format!("{}: untouched refused {untouched:?}", case.name));
@@ -642,7 +554,11 @@ fn tampered_valid_vectors_are_refused_by_every_pack() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(per_pack.len(), COUNTS.len(), "every pack is tampered with");
+    assert_eq!(
+        per_pack.len(),
+        pack::builtin_packs().len(),
+        "every pack is tampered with"
+    );
     assert!(checked >= 300, "only {checked} tamper checks");
 }
 
@@ -774,8 +690,12 @@ fn sign_then_verify_round_trips_for_every_shared_secret_pack() {
             trips += 1;
         }
     }
-    // every pack but the three public-key ones (Discord, PayPal, SendGrid)
-    assert_eq!(trips, 2 * (COUNTS.len() - 3));
+    // every pack but the public-key ones (Discord, PayPal, SendGrid, …)
+    let shared = pack::builtin_packs()
+        .iter()
+        .filter(|p| p.has_shared_secret())
+        .count();
+    assert_eq!(trips, 2 * shared);
 }
 
 #[test]
@@ -939,7 +859,7 @@ fn a_mailgun_token_is_the_replay_key_and_a_batch_is_one_unit() {
 fn listing_and_generated_docs_cover_every_pack() {
     let markdown = pack::render_providers_markdown();
     let infos: Vec<pack::PackInfo> = pack::builtin_packs().iter().map(Pack::info).collect();
-    assert_eq!(infos.len(), 24);
+    assert!(infos.len() >= 24, "{} packs", infos.len());
     for info in &infos {
         assert!(
             markdown.contains(&format!("(`{}`)", info.id)),
@@ -948,16 +868,39 @@ fn listing_and_generated_docs_cover_every_pack() {
         );
         assert!(["docs", "sdk", "experimental"].contains(&info.evidence));
         assert!(!info.sources.is_empty());
+        if info.evidence != "experimental" {
+            assert!(info.citations.contains_key("signature"), "{}", info.id);
+        }
     }
     let json = serde_json::to_value(&infos).unwrap();
-    assert_eq!(json[0]["id"], "stripe");
+    let ids: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(ids, sorted, "listed by id");
+    let stripe = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "stripe");
+    assert_eq!(
+        stripe.unwrap()["citations"]["signature"],
+        "sdk:pypi/stripe@16.1.0:stripe/_webhook.py"
+    );
     assert_eq!(
         json.as_array()
             .unwrap()
             .iter()
             .map(|p| p["vectors"].as_u64().unwrap())
             .sum::<u64>(),
-        261
+        infos
+            .iter()
+            .map(|i| hookgate_testkit::vectors::load(i.id).len() as u64)
+            .sum::<u64>()
     );
     let github = pack("github").info();
     assert_eq!(
@@ -974,6 +917,11 @@ fn listing_and_generated_docs_cover_every_pack() {
 const GOOD: &str = r#"{
   "id": "linear", "display_name": "Linear", "scheme": "hmac", "vectors": 10, "evidence": "sdk",
   "sources": ["https://linear.app/developers/webhooks"],
+  "citations": {"signature": "sdk:npm/@linear/sdk@98.0.0:src/webhooks/client.ts",
+    "secret_format": "https://linear.app/developers/webhooks",
+    "timestamp": "https://linear.app/developers/webhooks",
+    "event_id": "https://linear.app/developers/webhooks",
+    "content_types": "https://linear.app/developers/webhooks"},
   "content_types": ["application/json"], "secret_format": "utf8",
   "signature": {"headers": ["Linear-Signature"], "format": {"plain": {}},
     "algorithm": "hmac-sha256", "encoding": "hex", "signed": "{body}"},
@@ -1113,6 +1061,31 @@ fn bad_packs_fail_with_the_field_named() {
             r#"packs.linear.answers[0].body_option: "reply" is not one of the pack's options"#,
         ),
         (
+            r#""secret_format": "https://linear.app/developers/webhooks""#,
+            r#""secret_format": "linear.app/developers""#,
+            r#"packs.linear.citations.secret_format: "linear.app/developers" is neither an https:// URL nor an sdk:<registry>/<package>@<version>:<path> file"#,
+        ),
+        (
+            r#""signature": "sdk:npm/@linear/sdk@98.0.0:src/webhooks/client.ts""#,
+            r#""signature": "sdk:npm/@linear/sdk:src/webhooks/client.ts""#,
+            r#"packs.linear.citations.signature: "sdk:npm/@linear/sdk:src/webhooks/client.ts" is not sdk:<registry>/<package>@<version>:<path> (e.g. sdk:npm/@octokit/webhooks-methods@5.1.0:src/node/verify.ts)"#,
+        ),
+        (
+            r#""signature": "sdk:npm/@linear/sdk@98.0.0:src/webhooks/client.ts""#,
+            r#""signature": "https://linear.app/developers/webhooks""#,
+            r#"packs.linear.citations: evidence "sdk" needs at least one sdk:<registry>/<package>@<version>:<path> citation (otherwise the evidence is "docs")"#,
+        ),
+        (
+            r#""timestamp": "https://linear.app/developers/webhooks","#,
+            "",
+            r#"packs.linear.citations: evidence "sdk" needs a citation of every fact; missing: timestamp (cite them, or mark the pack "experimental")"#,
+        ),
+        (
+            r#""event_id": "https://linear.app/developers/webhooks","#,
+            r#""event_id": "https://linear.app/developers/webhooks", "handshake": "https://linear.app/x","#,
+            "packs.linear.citations.handshake: cites a fact the pack does not declare",
+        ),
+        (
             r#""retries_keep_id": "unknown""#,
             r#""retries_keep_id": "unknown", "fallback": "hash""#,
             r#"packs.linear.event_id.fallback: unknown fallback "hash" (expected signature)"#,
@@ -1147,6 +1120,27 @@ fn bad_packs_fail_with_the_field_named() {
         err.starts_with("packs.linear.signature.format: unknown variant `plan`"),
         "{err}"
     );
+    let err = compile(&GOOD.replacen(
+        r#""content_types": "https://linear.app/developers/webhooks""#,
+        r#""content_types": "https://linear.app/developers/webhooks", "retries": "https://x.example""#,
+        1,
+    ))
+    .unwrap_err();
+    assert!(
+        err.starts_with("packs.linear.citations.retries: unknown field `retries`, expected one of `signature`, `secret_format`, `timestamp`, `event_id`, `handshake`, `redelivery_horizon`, `content_types`"),
+        "{err}"
+    );
+    // an experimental pack may leave facts uncited
+    let experimental = GOOD
+        .replacen(r#""evidence": "sdk""#, r#""evidence": "experimental""#, 1)
+        .replacen(
+            r#""timestamp": "https://linear.app/developers/webhooks","#,
+            "",
+            1,
+        );
+    assert!(compile(&experimental).is_ok());
+    let docs_only = GOOD.replacen(r#""evidence": "sdk""#, r#""evidence": "docs""#, 1);
+    assert!(compile(&docs_only).is_ok());
     let err = compile(&GOOD.replacen(r#""scheme": "hmac","#, "", 1)).unwrap_err();
     assert!(
         err.starts_with("packs.linear: missing field `scheme`"),
@@ -1156,11 +1150,11 @@ fn bad_packs_fail_with_the_field_named() {
 
 #[test]
 fn every_builtin_pack_compiles_and_describes_itself() {
-    for (id, _) in COUNTS {
+    for id in pack::builtin_packs().iter().map(Pack::id) {
         let pack = pack::compile_builtin(id)
             .expect("listed")
             .expect("compiles");
-        assert_eq!(pack.id(), *id);
+        assert_eq!(pack.id(), id);
         assert!(!pack.sources().is_empty() && !pack.display_name().is_empty());
         // a body digest exactly where nothing identifying is signed
         assert_eq!(
@@ -1174,19 +1168,18 @@ fn every_builtin_pack_compiles_and_describes_itself() {
         .filter(|p| p.replay_defence().is_some())
         .map(|p| p.id())
         .collect();
-    assert_eq!(
-        unsigned,
-        [
-            "github",
-            "shopify",
-            "bitbucket",
-            "razorpay",
-            "sentry",
-            "gitlab",
-            "mailgun",
-            "twilio"
-        ]
-    );
+    for id in [
+        "github",
+        "shopify",
+        "bitbucket",
+        "razorpay",
+        "sentry",
+        "gitlab",
+        "mailgun",
+        "twilio",
+    ] {
+        assert!(unsigned.contains(&id), "{id}");
+    }
 }
 
 #[test]

@@ -2,15 +2,14 @@
 //! tampered with in the ways the provider signs (body byte, whitespace, id, timestamp, clock),
 //! and sign → verify round trips with current, previous and retired secrets.
 //!
-//! Vectors are read from the repository's `testdata/vectors/` (origin and verification in its
-//! README). A missing folder or file fails the tests; it never skips them.
+//! Vectors are read from the repository's `testdata/vectors/` through `hookgate_testkit::vectors`
+//! (origin and verification in its README). A missing folder or file fails the tests; it never
+//! skips them.
 //!
 //! These tests were written against the per-provider adapter interface the binary used before
 //! packs; they now drive the six providers' built-in packs through the pack API (a POST
 //! without query, `public_url` or options — what those providers send), via the thin
 //! [`Adapter`] view below, so every assertion stays as it was.
-
-use std::path::PathBuf;
 
 use base64::Engine;
 use hookgate_providers::pack::{self, Delivery, Pack, RequestContext, SignTarget};
@@ -165,10 +164,6 @@ const FILES: [(&str, ProviderKind); 6] = [
     ("slack", ProviderKind::Slack),
 ];
 
-fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors")
-}
-
 /// One vector, decoded.
 struct Case {
     name: String,
@@ -185,23 +180,10 @@ struct Case {
 }
 
 fn load_cases() -> Vec<Case> {
-    let dir = vectors_dir();
-    assert!(
-        dir.is_dir(),
-        "provider vectors not found at {} (they live in the repository's testdata/vectors); \
-         these tests must not be skipped",
-        dir.display()
-    );
     let mut cases = Vec::new();
     for (file, kind) in FILES {
-        let path = dir.join(format!("{file}.json"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("cannot read vector file {}: {e}", path.display()));
-        let doc: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-        assert_eq!(doc["provider"], file, "{}", path.display());
-        let vectors = doc["vectors"].as_array().expect("vectors array");
-        assert!(!vectors.is_empty(), "{} holds no vectors", path.display());
+        let vectors = hookgate_testkit::vectors::load(file);
+        assert!(!vectors.is_empty(), "{file} holds no vectors");
         let adapter = kind.adapter();
         for v in vectors {
             cases.push(decode_case(adapter, kind, v));
@@ -210,63 +192,40 @@ fn load_cases() -> Vec<Case> {
     cases
 }
 
-fn decode_case(adapter: Adapter, kind: ProviderKind, v: &Value) -> Case {
-    let name = v["name"].as_str().expect("name").to_owned();
-    let keys = v["secrets"]
-        .as_array()
-        .expect("secrets")
+fn decode_case(adapter: Adapter, kind: ProviderKind, v: hookgate_testkit::vectors::Vector) -> Case {
+    let name = v.name.clone();
+    let keys = v
+        .secrets
         .iter()
         .map(|s| {
             adapter
-                .decode_secret(s.as_str().expect("secret string"))
+                .decode_secret(s)
                 .unwrap_or_else(|e| panic!("{name}: secret does not decode: {e}"))
         })
         .collect();
     let mut headers = HeaderMap::new();
-    for (header, value) in v["headers"].as_object().expect("headers") {
-        let header = HeaderName::from_bytes(header.as_bytes()).expect("header name");
-        let values: Vec<&str> = match value {
-            Value::String(s) => vec![s.as_str()],
-            Value::Array(items) => items
-                .iter()
-                .map(|i| i.as_str().expect("header value"))
-                .collect(),
-            other => panic!("{name}: unexpected header value {other}"),
-        };
-        for value in values {
-            headers.append(
-                header.clone(),
-                HeaderValue::from_str(value).expect("header value"),
-            );
-        }
+    for (header, value) in &v.headers {
+        headers.append(
+            HeaderName::from_bytes(header.as_bytes()).expect("header name"),
+            HeaderValue::from_str(value).expect("header value"),
+        );
     }
-    let body = match (v.get("body"), v.get("body_b64")) {
-        (Some(Value::String(text)), None) => text.clone().into_bytes(),
-        (None, Some(Value::String(b64))) => base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .expect("body_b64"),
-        _ => panic!("{name}: exactly one of body / body_b64"),
-    };
-    let valid = match v["expect"].as_str() {
-        Some("valid") => true,
-        Some("invalid") => false,
-        other => panic!("{name}: bad expect {other:?}"),
+    let event_id = match v.event_ids.as_deref() {
+        None => None,
+        Some([id]) => Some(id.clone()),
+        Some(other) => panic!("{name}: event ids {other:?} not supported by these adapters"),
     };
     Case {
         kind,
         keys,
-        now: v["now"].as_i64().expect("now"),
+        now: v.now,
         headers,
-        body,
-        valid,
-        reason: v["reason"].as_str().unwrap_or_default().to_owned(),
-        matched_secret_index: v["matched_secret_index"].as_u64().map(|i| i as usize),
-        event_id: match &v["event_id"] {
-            Value::Null => None,
-            Value::String(s) => Some(s.clone()),
-            other => panic!("{name}: event_id {other} not supported by these adapters"),
-        },
-        raw: v.clone(),
+        body: v.body,
+        valid: v.valid,
+        reason: v.reason,
+        matched_secret_index: v.matched_secret_index,
+        event_id,
+        raw: v.raw,
         name,
     }
 }

@@ -842,7 +842,18 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&github_endpoint("").replace("github", "gitlub")),
-            "config error at `endpoints[0].provider`: unknown provider \"gitlub\"; known: stripe, github, standard_webhooks, svix, shopify, slack, bitbucket, intercom, lemonsqueezy, linear, mollie, paddle, razorpay, sentry, twitch, zoom, adyen, discord, gitlab, mailgun, paypal, sendgrid, square, twilio",
+            // every built-in pack, by id (the list grows with packs/)
+            Box::leak(
+                format!(
+                    "config error at `endpoints[0].provider`: unknown provider \"gitlub\"; known: {}",
+                    hookgate_providers::pack::builtin_packs()
+                        .iter()
+                        .map(|p| p.id())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+                .into_boxed_str(),
+            ),
         ),
         (
             plus(&github_endpoint("colour = 1\n")),

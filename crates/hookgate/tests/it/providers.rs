@@ -31,11 +31,9 @@ fn stdout(out: &Output) -> String {
 }
 
 /// How many vectors `testdata/vectors/<id>.json` holds.
+/// The vectors of `id` in its files (`<id>.json` and `<id>.generated.json`).
 fn vector_count(id: &str) -> usize {
-    let path = repo_root().join(format!("testdata/vectors/{id}.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["vectors"].as_array().expect("vectors array").len()
+    hookgate_testkit::vectors::load(id).len()
 }
 
 #[test]
@@ -45,7 +43,9 @@ fn list_json_is_only_an_array_of_every_pack_with_its_vector_count() {
     // Only JSON on stdout: the whole output parses as one array.
     let list: Value = serde_json::from_str(&text).expect("stdout is one JSON document");
     let list = list.as_array().expect("a JSON array");
-    assert_eq!(list.len(), 24);
+    let built_in = hookgate_providers::pack::builtin_packs().len();
+    assert!(built_in >= 24);
+    assert_eq!(list.len(), built_in);
     let mut ids = Vec::new();
     for pack in list {
         let id = pack["id"].as_str().expect("id");
@@ -84,7 +84,13 @@ fn list_json_is_only_an_array_of_every_pack_with_its_vector_count() {
     let mut sorted = ids.clone();
     sorted.sort();
     sorted.dedup();
-    assert_eq!(sorted.len(), 24, "ids are unique: {ids:?}");
+    assert_eq!(sorted.len(), built_in, "ids are unique: {ids:?}");
+    assert_eq!(sorted, ids, "listed by id");
+    let stripe = list.iter().find(|p| p["id"] == "stripe").unwrap();
+    assert_eq!(
+        stripe["citations"]["signature"],
+        "sdk:pypi/stripe@16.1.0:stripe/_webhook.py"
+    );
     let github = list.iter().find(|p| p["id"] == "github").unwrap();
     assert_eq!(github["replay_defence"], "body_digest");
     assert_eq!(
@@ -104,7 +110,11 @@ fn list_json_is_only_an_array_of_every_pack_with_its_vector_count() {
 fn list_prints_an_aligned_table_of_every_pack() {
     let text = stdout(&providers(&["list"]));
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 25, "a header and one row per pack:\n{text}");
+    assert_eq!(
+        lines.len(),
+        1 + hookgate_providers::pack::builtin_packs().len(),
+        "a header and one row per pack:\n{text}"
+    );
     assert!(lines[0].starts_with("ID"), "{}", lines[0]);
     // Aligned: every column starts at the same offset as its header.
     let name_col = lines[0].find("NAME").unwrap();
@@ -150,7 +160,7 @@ fn show_stripe_states_what_it_verifies() {
         "body /id; signed: yes; retries and redeliveries keep it: yes",
         "Evidence:",
         "https://docs.stripe.com/webhooks#verify-events",
-        "Known-answer vectors: 15",
+        "Known-answer vectors: 16",
         "provider = \"stripe\"",
     ] {
         assert!(text.contains(fact), "missing {fact:?} in:\n{text}");

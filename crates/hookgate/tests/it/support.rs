@@ -8,7 +8,7 @@ mod gateway;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub(crate) use gateway::*;
@@ -173,21 +173,13 @@ pub(crate) fn signed_headers(
     .collect()
 }
 
-pub(crate) fn vectors_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors");
-    assert!(
-        dir.is_dir(),
-        "provider vectors not found at {} (they live in the repository's testdata/vectors)",
-        dir.display()
-    );
-    dir
-}
-
+/// Every vector of `provider` as written (`<id>.json`, then `<id>.generated.json`), through
+/// the one loader the provider crate's tests use too.
 pub(crate) fn load_vectors(provider: &str) -> Vec<serde_json::Value> {
-    let path = vectors_dir().join(format!("{provider}.json"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["vectors"].as_array().unwrap().clone()
+    hookgate_testkit::vectors::load(provider)
+        .into_iter()
+        .map(|v| v.raw)
+        .collect()
 }
 
 pub(crate) fn vector_body(v: &serde_json::Value) -> Vec<u8> {

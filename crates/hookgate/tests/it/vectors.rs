@@ -1,5 +1,5 @@
-//! Every shared vector of the 24 built-in providers through the real HTTP server, each on an
-//! endpoint configured from the vector (`secrets`, `config` → `options`, `url` →
+//! Every vector of every built-in pack through the real HTTP server — one gateway per provider,
+//! each vector on an endpoint of its own configured from the vector (`secrets`, `config` → `options`, `url` →
 //! `public_url`, the request carrying the URL's query), with the clock pinned to the vector's
 //! `now`: valid deliveries are answered 200 (or the provider's own answer) with one inbox row
 //! per logical event whose `provider_event_id` is the vector's `event_id` (each element of a
@@ -92,14 +92,14 @@ fn vector_options(v: &Value) -> BTreeMap<String, String> {
 
 /// The request path: the endpoint, with the signed URL's query (providers post to the URL
 /// they sign).
-fn vector_path(v: &Value) -> String {
+fn vector_path(endpoint: &str, v: &Value) -> String {
     match v
         .get("url")
         .and_then(Value::as_str)
         .and_then(|u| u.split_once('?'))
     {
-        Some((_, query)) => format!("/webhooks/ep?{query}"),
-        None => "/webhooks/ep".to_owned(),
+        Some((_, query)) => format!("/webhooks/{endpoint}?{query}"),
+        None => format!("/webhooks/{endpoint}"),
     }
 }
 
@@ -216,12 +216,14 @@ fn own_answer(name: &str, r: &RawResponse, events: usize) -> (Vec<String>, Vec<S
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shared_vectors_over_http() {
+async fn every_vector_over_http_one_gateway_per_provider() {
     let mut failures = Vec::new();
     let mut total = 0;
     let (mut events_stored, mut handshakes, mut rejections) = (0, 0, 0);
     // Every built-in pack, with the vector count it declares (the provider crate's table test
-    // checks each declared count against its file and the exact list of packs).
+    // checks each declared count against its files). One gateway per provider, with one
+    // endpoint per vector (its secrets, `public_url` and options) and the clock set to each
+    // vector's `now` before it is sent.
     for pack in pack::builtin_packs() {
         let provider = pack.id();
         let vectors = load_vectors(provider);
@@ -230,24 +232,29 @@ async fn shared_vectors_over_http() {
             pack.vectors() as usize,
             "{provider}: vector count"
         );
-        for v in vectors {
+        let endpoints: String = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| vector_endpoint(&format!("v{i}"), provider, v))
+            .collect();
+        let mut g = TestGateway::start(&endpoints, vectors[0]["now"].as_i64().unwrap()).await;
+        for (i, v) in vectors.into_iter().enumerate() {
             total += 1;
+            let endpoint = format!("v{i}");
+            g.clock().set_secs(v["now"].as_i64().unwrap());
             let name = v["name"].as_str().unwrap().to_owned();
             let headers = vector_headers(&v);
             let body = vector_body(&v);
             let method = v["method"].as_str().unwrap_or("POST").to_owned();
-            let endpoint = vector_endpoint("ep", provider, &v);
-            let mut g = TestGateway::start(&endpoint, v["now"].as_i64().unwrap()).await;
-            let request = build_request(&method, &vector_path(&v), &headers, &body);
+            let request = build_request(&method, &vector_path(&endpoint, &v), &headers, &body);
             let r = send_raw_async(g.addr, request.clone()).await;
-            let stored = g.events().await;
+            let stored = events_of(&g, &endpoint).await;
             if TRIMMED_ON_THE_WIRE.contains(&name.as_str()) {
                 // What differs is whitespace HTTP does not carry: the field arrives as the
                 // valid token, and is accepted like it.
                 assert_eq!(r.status, 200, "{name}: {}", r.body);
                 assert_eq!(stored.len(), 1, "{name}");
                 rejections += 1;
-                g.stop().await;
                 continue;
             }
             if v["expect"] != "valid" {
@@ -263,7 +270,6 @@ async fn shared_vectors_over_http() {
                     failures.push(format!("{name}: a refused request stored rows"));
                 }
                 rejections += 1;
-                g.stop().await;
                 continue;
             }
             match engine_delivery(pack, &v, &body) {
@@ -320,7 +326,7 @@ async fn shared_vectors_over_http() {
                         }
                     }
                     assert_eq!(
-                        g.events().await.len(),
+                        events_of(&g, &endpoint).await.len(),
                         want_ids.len(),
                         "{name}: copy stored"
                     );
@@ -340,8 +346,8 @@ async fn shared_vectors_over_http() {
                     rejections += 1;
                 }
             }
-            g.stop().await;
         }
+        g.stop().await;
     }
     assert!(
         failures.is_empty(),
@@ -349,12 +355,22 @@ async fn shared_vectors_over_http() {
         failures.len(),
         failures.join("\n")
     );
-    assert_eq!(total, 261);
-    // Slack, Zoom, Twitch and Discord handshakes; 100 rows from the valid deliveries
-    // (batches included); the rest refused (161, with the verified ones that carry no id).
-    assert_eq!(handshakes, 4);
-    assert_eq!(events_stored, 100);
-    assert_eq!(rejections, 161);
+    let declared: u32 = pack::builtin_packs().iter().map(Pack::vectors).sum();
+    assert_eq!(total, declared as usize);
+    // At least the Slack, Zoom, Twitch and Discord handshakes; rows from the valid deliveries
+    // (batches included); the rest refused (with the verified ones that carry no id).
+    assert!(handshakes >= 4, "{handshakes} handshakes");
+    assert!(events_stored >= 100, "{events_stored} rows");
+    assert!(rejections >= 161, "{rejections} refused");
+}
+
+/// The rows one endpoint of a shared gateway stored.
+async fn events_of(g: &TestGateway, endpoint: &str) -> Vec<hookgate_store::InboxRecord> {
+    g.events()
+        .await
+        .into_iter()
+        .filter(|e| e.endpoint_id == endpoint)
+        .collect()
 }
 
 /// The `hookgate_requests_total` sample of one outcome on one endpoint, if any.
