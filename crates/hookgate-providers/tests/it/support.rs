@@ -135,6 +135,20 @@ pub fn body(pack_id: &str, text: &str, unix: i64) -> Vec<u8> {
             r#"[{{"sg_event_id":"e1","event":"x","note":{note}}},{{"sg_event_id":"e2","event":"y"}}]"#
         ),
         "discord" => format!(r#"{{"id":"i1","type":2,"token":"t","note":{note},"data":{{"name":"x"}}}}"#),
+        "akeneo" => format!(
+            r#"{{"events":[{{"action":"x","event_id":"evt_p1","note":{note}}},{{"action":"y","event_id":"evt_p2"}}]}}"#
+        ),
+        "fastspring" => format!(
+            r#"{{"events":[{{"id":"evt_p1","type":"x","note":{note}}},{{"id":"evt_p2","type":"y"}}]}}"#
+        ),
+        "airwallex" => format!(r#"{{"id":"evt_p1","name":"x","note":{note}}}"#),
+        "customerio" => format!(r#"{{"event_id":"evt_p1","metric":"x","note":{note}}}"#),
+        "hcp_vault_radar" => format!(r#"{{"event_id":"evt_p1","event_type":"x","note":{note}}}"#),
+        "revolut" => format!(r#"{{"event":"x","order_id":"o1","note":{note}}}"#),
+        "stytch" => format!(r#"{{"event_id":"evt_p1","object_type":"x","id":"o1","note":{note}}}"#),
+        "tiktok" => format!(
+            r#"{{"event":"x","create_time":1767225598,"user_openid":"act.p1","content":"{{}}","note":{note}}}"#
+        ),
         _ => format!(
             r#"{{"id":"evt_p1","type":"x","topic":"x","event":"x","note":{note},"subscription":{{"type":"x"}}}}"#
         ),
