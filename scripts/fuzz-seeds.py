@@ -4,8 +4,9 @@
     scripts/fuzz-seeds.py [OUT]    (default: crates/hookgate-providers/fuzz/corpus)
 
 One folder per target, in the input encodings the targets document (fuzz/src/lib.rs and
-fuzz_targets/*.rs); the pack lists below follow fuzz/src/lib.rs in order. Seeds are derived
-on each run and never committed.
+fuzz_targets/*.rs); packs are grouped as fuzz/src/lib.rs groups them (by signature-header
+syntax, in id order), so every pack in packs/ and every vector file gets seeds. Seeds are
+derived on each run and never committed.
 """
 import base64
 import hashlib
@@ -18,21 +19,32 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "testdata" / "vectors"
 PACKS = ROOT / "crates" / "hookgate-providers" / "packs"
 
-PLAIN = ["adyen", "bitbucket", "discord", "github", "gitlab", "lemonsqueezy", "linear", "mollie",
-         "paypal", "razorpay", "sendgrid", "sentry", "shopify", "slack", "square", "twilio",
-         "twitch", "zoom"]
-KEY_VALUE = ["intercom", "paddle", "stripe"]
-VERSIONED_LIST = ["standard_webhooks", "svix"]
-BATCHED = ["adyen", "sendgrid"]
+def packs_with_format(fmt):
+    """Pack ids (sorted) whose signature header has this syntax, as fuzz/src/lib.rs groups them."""
+    out = []
+    for path in sorted(PACKS.glob("*.json"), key=lambda p: p.stem):
+        signature = json.loads(path.read_text()).get("signature", {})
+        if signature.get("headers") and fmt in signature.get("format", {}):
+            out.append(path.stem)
+    return out
+
+
+PLAIN = packs_with_format("plain")
+KEY_VALUE = packs_with_format("key_value")
+VERSIONED_LIST = packs_with_format("versioned_list")
+BATCHED = [p.stem for p in sorted(PACKS.glob("*.json"), key=lambda p: p.stem)
+           if "batch" in json.loads(p.read_text())]
 POINTERS = ["/id", "/type", "/data/object/id", "/created", "/event_id", "/0/sg_event_id",
             "/notificationItems/0/NotificationRequestItem/pspReference", "/webhookTimestamp"]
 
 
 def vectors(pack_id):
-    path = VECTORS / f"{pack_id}.json"
-    if not path.exists():
-        return []
-    return json.loads(path.read_text())["vectors"]
+    """Every vector of the pack: its own file and the generated supplement, if any."""
+    out = []
+    for path in (VECTORS / f"{pack_id}.json", VECTORS / f"{pack_id}.generated.json"):
+        if path.exists():
+            out += json.loads(path.read_text())["vectors"]
+    return out
 
 
 def body_of(vector):

@@ -542,7 +542,8 @@ def main():
             continue
         target = VECTORS / (f"{pid}.generated.json" if own_doc else f"{pid}.json")
         if not generated:
-            print(f"{pid}: nothing to add")
+            write_pack_count(pack_path, len(existing))
+            print(f"{pid}: nothing to add; pack counts {len(existing)}")
             continue
         header = {
             "schema": "webhook-vectors/v1",

@@ -3,11 +3,11 @@
 #![no_main]
 
 use hookgate_providers::pack::fuzzing;
-use hookgate_providers_fuzz::{BATCHED, headers_and_body, pick};
+use hookgate_providers_fuzz::{batched_packs, headers_and_body, pick};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Some((pack, rest)) = pick(BATCHED, data) {
+    if let Some((pack, rest)) = pick(batched_packs(), data) {
         let (headers, body) = headers_and_body(rest);
         let _ = fuzzing::extract_unverified(pack, &headers, body);
     }

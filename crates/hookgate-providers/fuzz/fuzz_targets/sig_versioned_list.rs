@@ -3,11 +3,11 @@
 #![no_main]
 
 use hookgate_providers::pack::fuzzing;
-use hookgate_providers_fuzz::{VERSIONED_LIST, pick};
+use hookgate_providers_fuzz::{packs_with_format, pick};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Some((pack, rest)) = pick(VERSIONED_LIST, data) {
+    if let Some((pack, rest)) = pick(packs_with_format("versioned_list"), data) {
         let values: Vec<&[u8]> = rest.split(|&b| b == b'\n').collect();
         let _ = fuzzing::signature_header(pack, &values);
     }

@@ -1,36 +1,45 @@
 //! What the fuzz targets share: which packs each one drives and how an input's bytes become
-//! a request. `scripts/fuzz-seeds.py` writes seeds in these encodings from testdata/vectors;
-//! keep the pack lists here and there in the same order.
+//! a request. `scripts/fuzz-seeds.py` writes seeds in these encodings from testdata/vectors
+//! (every vector file of every pack); both group the packs the same way, in id order.
+
+use std::sync::OnceLock;
 
 use hookgate_providers::pack::{self, Pack};
 
-/// Packs whose signature header is one value (a `repeated_header` pack: every occurrence).
-pub const PLAIN: &[&str] = &[
-    "adyen",
-    "bitbucket",
-    "discord",
-    "github",
-    "gitlab",
-    "lemonsqueezy",
-    "linear",
-    "mollie",
-    "paypal",
-    "razorpay",
-    "sendgrid",
-    "sentry",
-    "shopify",
-    "slack",
-    "square",
-    "twilio",
-    "twitch",
-    "zoom",
-];
-/// Packs whose signature header is a `key=value` list.
-pub const KEY_VALUE: &[&str] = &["intercom", "paddle", "stripe"];
-/// Packs whose signature header is a versioned list.
-pub const VERSIONED_LIST: &[&str] = &["standard_webhooks", "svix"];
-/// Packs that split one body into several events.
-pub const BATCHED: &[&str] = &["adyen", "sendgrid"];
+/// The built-in packs (in id order) whose signature header has this syntax (`plain`: one value,
+/// or for a `repeated_header` pack every occurrence; `key_value`; `versioned_list`). Every pack
+/// added to packs/ joins its group, and `scripts/fuzz-seeds.py` groups the same way. Computed
+/// once per process.
+pub fn packs_with_format(format: &str) -> &'static [&'static str] {
+    static GROUPS: OnceLock<[Vec<&'static str>; 3]> = OnceLock::new();
+    let groups = GROUPS.get_or_init(|| {
+        ["plain", "key_value", "versioned_list"].map(|f| {
+            pack::builtin_packs()
+                .iter()
+                .filter(|p| pack::fuzzing::signature_format(p) == Some(f))
+                .map(Pack::id)
+                .collect()
+        })
+    });
+    match format {
+        "plain" => &groups[0],
+        "key_value" => &groups[1],
+        "versioned_list" => &groups[2],
+        other => panic!("unknown signature format {other}"),
+    }
+}
+
+/// The built-in packs (in id order) that split one body into several events.
+pub fn batched_packs() -> &'static [&'static str] {
+    static BATCHED: OnceLock<Vec<&'static str>> = OnceLock::new();
+    BATCHED.get_or_init(|| {
+        pack::builtin_packs()
+            .iter()
+            .filter(|p| p.batched())
+            .map(Pack::id)
+            .collect()
+    })
+}
 
 /// The pack the first byte selects from `ids`, and the rest of the input.
 pub fn pick<'a>(ids: &[&str], data: &'a [u8]) -> Option<(&'static Pack, &'a [u8])> {

@@ -106,6 +106,20 @@ fn check_metadata(metadata: &Metadata) {
     );
 }
 
+/// The signature-header syntax of a pack that reads one (`plain`, `key_value`,
+/// `versioned_list`), `None` for packs whose signature lives in the body only. The fuzz
+/// targets and `scripts/fuzz-seeds.py` group packs by it, in id order.
+pub fn signature_format(pack: &Pack) -> Option<&'static str> {
+    if pack.signature_header_names.is_empty() {
+        return None;
+    }
+    Some(match pack.format {
+        super::SignatureFormat::Plain { .. } => "plain",
+        super::SignatureFormat::KeyValue { .. } => "key_value",
+        super::SignatureFormat::VersionedList { .. } => "versioned_list",
+    })
+}
+
 /// The candidates and timestamp of `values` as the pack's first signature header (each value
 /// one occurrence), through the pack's signature-header format.
 pub fn signature_header(

@@ -6,7 +6,8 @@
 //! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
 //! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
 //! context, options, outcomes), `docs` (listing), `page` (`providers show` and
-//! `docs/providers.md`).
+//! `docs/providers.md`), `provider_page` (`docs/providers/<id>.md`), `citations` (the
+//! `citations` and the evidence rule).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
@@ -100,6 +101,7 @@ mod extract;
 pub mod fuzzing;
 mod page;
 mod primitives;
+mod provider_page;
 mod schemes;
 mod sign;
 mod spec;
@@ -111,6 +113,7 @@ pub use api::{
 };
 pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
+pub use provider_page::render_provider_pages;
 
 pub use spec::{
     AnswerSpec, BatchSpec, CitationsSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec,

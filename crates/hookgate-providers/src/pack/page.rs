@@ -17,7 +17,7 @@ fn yes_no(value: bool) -> &'static str {
 }
 
 /// `259200` → `259200 s (3 days)`.
-fn duration_text(seconds: u64) -> String {
+pub(crate) fn duration_text(seconds: u64) -> String {
     match seconds {
         s if s >= 86_400 && s % 86_400 == 0 => format!("{s} s ({} days)", s / 86_400),
         s if s >= 3_600 && s % 3_600 == 0 => format!("{s} s ({} h)", s / 3_600),
@@ -205,6 +205,14 @@ impl Pack {
         lines.push(("Evidence", info.evidence.to_owned()));
         lines.push(("Known-answer vectors", info.vectors.to_string()));
         lines.push(("Sources", info.sources.join(", ")));
+        if !info.citations.is_empty() {
+            let cited: Vec<String> = info
+                .citations
+                .iter()
+                .map(|(fact, source)| format!("{fact}: {source}"))
+                .collect();
+            lines.push(("Citations", cited.join("; ")));
+        }
         lines
     }
 }
@@ -244,8 +252,9 @@ fn summary_table(packs: &[Pack]) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | `{}` | `{}` | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| [{}](providers/{}.md) | `{}` | `{}` | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
             info.display_name,
+            info.id,
             info.id,
             info.scheme,
             info.secret_format,

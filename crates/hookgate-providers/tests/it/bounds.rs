@@ -60,7 +60,6 @@ fn every_pack_refuses_timestamps_further_ahead_than_its_tolerance() {
         assert_eq!(at(pack, T + TEN_YEARS, T), stale, "{id}: ten years ahead");
         checked.push(id);
     }
-    // the 12 timestamped packs of the engine issue, and every one added since
     assert!(checked.len() >= 12, "{checked:?}");
     // Stripe's SDKs accept any future timestamp; hookgate refuses past 300 s both ways.
     let stripe = pack::builtin("stripe").unwrap();

@@ -27,6 +27,23 @@ pub(crate) const COMPOSED_IDS: &[(&str, &str)] = &[
         "discord/shared/valid_webhook_event",
         "APPLICATION_AUTHORIZED:2025-12-31T23:59:58.064834:80351110224678912",
     ),
+    // ElevenLabs: type:event_timestamp:conversation_id
+    (
+        "elevenlabs/shared/valid_basic",
+        "post_call_transcription:1767225590:SFg31BaeKNbAh9gsWeyW",
+    ),
+    (
+        "elevenlabs/shared/valid_utf8_body",
+        "post_call_transcription:1767225590:w7Gu4Bg59uHQrhpt4fKf",
+    ),
+    (
+        "elevenlabs/shared/valid_previous_secret_configured",
+        "post_call_transcription:1767225590:SFg31BaeKNbAh9gsWeyW",
+    ),
+    (
+        "elevenlabs/shared/valid_at_tolerance_boundary",
+        "post_call_transcription:1767225590:SFg31BaeKNbAh9gsWeyW",
+    ),
     (
         "mailgun/shared/valid_legacy_form_webhook",
         "762702ea8e8218545e8e1d812678a4327c25d7a7367eedbe5e",
@@ -60,11 +77,24 @@ pub(crate) const ANSWERS: &[(&str, u16, Option<&str>, &str)] = &[
     ("discord/shared/valid_webhook_event", 204, None, ""),
 ];
 
-/// Invalid vectors refused earlier than their reason code says, and why.
+/// Invalid vectors refused otherwise than their reason code says (earlier, or as another
+/// failure), and why.
 pub(crate) const EARLIER_REJECTIONS: &[(&str, Rejection)] = &[
     // a classic Mollie webhook is a form post: not a content type next-gen webhooks use
     (
         "mollie/shared/invalid_classic_unsigned_webhook",
         Rejection::UnsupportedMediaType,
+    ),
+    // Anthropic's id is the body's; webhook-id is only a signed header of the template, so its
+    // absence is a missing part of the signature
+    (
+        "anthropic/shared/invalid_missing_id_header",
+        Rejection::BadRequest(hookgate_providers::BadRequestReason::MissingSignature),
+    ),
+    // a well-formed header whose only signature is under an unknown key (v1, not v0): no
+    // candidate, so nothing matches
+    (
+        "elevenlabs/shared/invalid_malformed_signature",
+        Rejection::InvalidSignature,
     ),
 ];

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use base64::Engine;
 use hookgate_providers::pack::{
-    Delivery, EndpointOptions, OptionFormat, Pack, RequestContext, SignTarget, SignedDelivery,
-    SigningKey,
+    Delivery, EndpointOptions, OptionFormat, Pack, RequestContext, Scheme, SignTarget,
+    SignedDelivery, SigningKey,
 };
 use hookgate_providers::{Rejection, SecretMaterial, SignRequest, TrustedSecret, Verified};
 use http::header::CONTENT_TYPE;
@@ -47,22 +47,22 @@ fn key_file(name: &str) -> String {
 
 /// Key `n` (1..=3) of the fixed key set of a public-key pack.
 pub fn fixed_signer(pack: &Pack, n: u8) -> Signer {
-    let (private, public) = match pack.id() {
-        "discord" => {
+    let (private, public) = match pack.scheme() {
+        Scheme::Ed25519 => {
             let private = format!("{n:02x}").repeat(32);
             let key = pack.decode_signing_key(&private).unwrap();
             (private, key.public_key_text().unwrap())
         }
-        "sendgrid" => {
+        Scheme::EcdsaP256 => {
             let private = key_file(&format!("sendgrid-{n}.key.pem"));
             let key = pack.decode_signing_key(&private).unwrap();
             (private, key.public_key_text().unwrap())
         }
-        "paypal" => (
+        Scheme::RsaSha256Certificate => (
             key_file(&format!("paypal-{n}.key.pem")),
             key_file(&format!("paypal-{n}.cert.pem")),
         ),
-        other => panic!("{other} is not a public-key pack"),
+        _ => panic!("{} is not a public-key pack", pack.id()),
     };
     Signer {
         signing: Signing::Private(Box::new(pack.decode_signing_key(&private).unwrap())),
@@ -135,25 +135,42 @@ pub fn body(pack_id: &str, text: &str, unix: i64) -> Vec<u8> {
             r#"[{{"sg_event_id":"e1","event":"x","note":{note}}},{{"sg_event_id":"e2","event":"y"}}]"#
         ),
         "discord" => format!(r#"{{"id":"i1","type":2,"token":"t","note":{note},"data":{{"name":"x"}}}}"#),
-        "akeneo" => format!(
-            r#"{{"events":[{{"action":"x","event_id":"evt_p1","note":{note}}},{{"action":"y","event_id":"evt_p2"}}]}}"#
-        ),
-        "fastspring" => format!(
-            r#"{{"events":[{{"id":"evt_p1","type":"x","note":{note}}},{{"id":"evt_p2","type":"y"}}]}}"#
-        ),
-        "airwallex" => format!(r#"{{"id":"evt_p1","name":"x","note":{note}}}"#),
-        "customerio" => format!(r#"{{"event_id":"evt_p1","metric":"x","note":{note}}}"#),
-        "hcp_vault_radar" => format!(r#"{{"event_id":"evt_p1","event_type":"x","note":{note}}}"#),
-        "revolut" => format!(r#"{{"event":"x","order_id":"o1","note":{note}}}"#),
-        "stytch" => format!(r#"{{"event_id":"evt_p1","object_type":"x","id":"o1","note":{note}}}"#),
-        "tiktok" => format!(
-            r#"{{"event":"x","create_time":1767225598,"user_openid":"act.p1","content":"{{}}","note":{note}}}"#
-        ),
-        _ => format!(
-            r#"{{"id":"evt_p1","type":"x","topic":"x","event":"x","note":{note},"subscription":{{"type":"x"}}}}"#
-        ),
+        "stripe" | "github" | "standard_webhooks" | "svix" | "shopify" | "bitbucket"
+        | "intercom" | "mollie" | "razorpay" | "sentry" | "twitch" | "gitlab" | "paypal" => {
+            format!(
+                r#"{{"id":"evt_p1","type":"x","topic":"x","event":"x","note":{note},"subscription":{{"type":"x"}}}}"#
+            )
+        }
+        other => return body_like_a_vector(other, text),
     }
     .into_bytes()
+}
+
+/// A body shaped like the pack's first valid vector (so its id, type and batch are where the
+/// pack reads them), carrying `text` in an added top-level field (JSON) or parameter (form).
+fn body_like_a_vector(pack_id: &str, text: &str) -> Vec<u8> {
+    let vector = hookgate_testkit::vectors::load(pack_id)
+        .into_iter()
+        .find(|v| v.valid)
+        .unwrap_or_else(|| panic!("{pack_id}: no valid vector to shape bodies"));
+    match serde_json::from_slice::<serde_json::Value>(&vector.body) {
+        Ok(serde_json::Value::Object(mut object)) => {
+            object.insert("hookgate_note".into(), text.into());
+            serde_json::to_vec(&object).unwrap()
+        }
+        Ok(serde_json::Value::Array(mut items)) => {
+            if let Some(serde_json::Value::Object(first)) = items.first_mut() {
+                first.insert("hookgate_note".into(), text.into());
+            }
+            serde_json::to_vec(&items).unwrap()
+        }
+        _ => {
+            let encoded: String = text.bytes().map(|b| format!("%{b:02X}")).collect();
+            let mut body = vector.body.clone();
+            body.extend_from_slice(format!("&hookgate_note={encoded}").as_bytes());
+            body
+        }
+    }
 }
 
 /// What the provider would send for `body`, signed by `signer` at `unix`.

@@ -22,8 +22,13 @@ pub enum ProvidersCommand {
         id: String,
     },
     /// Print docs/providers.md as generated from the packs
-    /// (`hookgate providers docs > docs/providers.md`).
-    Docs,
+    /// (`hookgate providers docs > docs/providers.md`); with `--dir docs`, write
+    /// `docs/providers.md` and one page per pack, `docs/providers/<id>.md`.
+    Docs {
+        /// Write the table and every provider page under this folder instead of printing.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// Runs a `providers` subcommand; returns the exit code (2: unknown pack id).
@@ -48,10 +53,41 @@ pub fn run(command: ProvidersCommand) -> anyhow::Result<i32> {
                 return Ok(2);
             }
         },
-        ProvidersCommand::Docs => out.write_all(pack::render_providers_markdown().as_bytes())?,
+        ProvidersCommand::Docs { dir: None } => {
+            out.write_all(pack::render_providers_markdown().as_bytes())?
+        }
+        ProvidersCommand::Docs { dir: Some(dir) } => write_docs(&dir)?,
     }
     out.flush()?;
     Ok(0)
+}
+
+/// `<dir>/providers.md` and `<dir>/providers/<id>.md` for every pack; a page of a pack that
+/// no longer exists is removed, so the folder is exactly what the packs say.
+fn write_docs(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let pages_dir = dir.join("providers");
+    std::fs::create_dir_all(&pages_dir)
+        .with_context(|| format!("creating {}", pages_dir.display()))?;
+    let table = dir.join("providers.md");
+    std::fs::write(&table, pack::render_providers_markdown())
+        .with_context(|| format!("writing {}", table.display()))?;
+    let pages = pack::render_provider_pages();
+    for entry in std::fs::read_dir(&pages_dir)? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if name.ends_with(".md") && !pages.iter().any(|(file, _)| file == name) {
+            std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    for (file, text) in pages {
+        let path = pages_dir.join(file);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The human listing: one aligned row per pack.

@@ -193,6 +193,64 @@ fn show_of_an_unknown_id_exits_2_listing_the_known_ones() {
     }
 }
 
+/// `providers docs --dir` writes the table and one page per pack; the repository's docs/ holds
+/// exactly those (a page per provider, none left over), byte for byte.
+#[test]
+fn docs_provider_pages_are_generated_from_the_packs() {
+    let out = tempfile::tempdir().unwrap();
+    let written = providers(&["docs", "--dir", out.path().to_str().unwrap()]);
+    assert!(written.status.success(), "{written:?}");
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("providers.md")).unwrap(),
+        stdout(&providers(&["docs"]))
+    );
+    let pages = |dir: &Path| -> Vec<(String, String)> {
+        let mut pages: Vec<(String, String)> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| {
+                let path = e.unwrap().path();
+                let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+                (name, std::fs::read_to_string(&path).unwrap())
+            })
+            .collect();
+        pages.sort();
+        pages
+    };
+    let generated = pages(&out.path().join("providers"));
+    let on_disk = pages(&repo_root().join("docs/providers"));
+    let names = |p: &[(String, String)]| p.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&on_disk),
+        names(&generated),
+        "docs/providers/ holds one page per pack: regenerate with \
+         `cargo run -p hookgate -- providers docs --dir docs`"
+    );
+    for ((name, want), (_, got)) in generated.iter().zip(&on_disk) {
+        assert!(
+            want == got,
+            "docs/providers/{name} is stale: regenerate with \
+             `cargo run -p hookgate -- providers docs --dir docs`"
+        );
+    }
+    let json: Value = serde_json::from_str(&stdout(&providers(&["list", "--json"]))).unwrap();
+    assert_eq!(generated.len(), json.as_array().unwrap().len());
+    let stripe = &generated.iter().find(|(n, _)| n == "stripe.md").unwrap().1;
+    for fact in [
+        "| Secret format | `utf8`",
+        "| Timestamp and tolerance | signature item t (unix seconds), signed; tolerance 300 s in the past, 300 s ahead | `sdk:pypi/stripe@16.1.0:stripe/_webhook.py` |",
+        "retries and manual redeliveries keep it: yes",
+        "| Retry horizon | 259200 s (3 days) | <https://docs.stripe.com/webhooks/process-undelivered-events> |",
+        "| Handshake | none | — |",
+    ] {
+        assert!(stripe.contains(fact), "missing {fact:?} in:\n{stripe}");
+    }
+    // every page a table link points at exists
+    let table = stdout(&providers(&["docs"]));
+    for (name, _) in &generated {
+        assert!(table.contains(&format!("(providers/{name})")), "{name}");
+    }
+}
+
 #[test]
 fn docs_providers_md_is_generated_from_the_packs() {
     let generated = stdout(&providers(&["docs"]));

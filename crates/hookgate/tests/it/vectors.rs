@@ -18,11 +18,25 @@ use serde_json::Value;
 use crate::support::*;
 
 /// Invalid vectors refused earlier than their reason code says (as in the engine's table).
-const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[(
-    "mollie/shared/invalid_classic_unsigned_webhook",
-    415,
-    "unsupported_media_type",
-)];
+const EARLIER_REJECTIONS: &[(&str, u16, &str)] = &[
+    (
+        "mollie/shared/invalid_classic_unsigned_webhook",
+        415,
+        "unsupported_media_type",
+    ),
+    // a signed header of the template (Anthropic's webhook-id; its id is the body's)
+    (
+        "anthropic/shared/invalid_missing_id_header",
+        400,
+        "bad_request",
+    ),
+    // no signature under the pack's key (v1, not v0): nothing matches
+    (
+        "elevenlabs/shared/invalid_malformed_signature",
+        401,
+        "invalid_signature",
+    ),
+];
 
 /// Invalid vectors whose only difference is trailing whitespace of a header value: HTTP does
 /// not carry it (RFC 9110 §5.5: optional whitespace around a field value is not part of it),
