@@ -21,6 +21,8 @@
 #                     acceptance only, no processing workers); unset = the gateway's default
 #   DATABASE_URL  use this PostgreSQL (a fresh schema per run) instead of a throwaway cluster
 #   CARGO_TARGET_DIR  where cargo builds (the binary is taken from there)
+#   BENCH_BIN     benchmark this hookgate binary instead of building one (e.g. an older
+#                 release, to compare two builds side by side: alternate runs of each)
 # Needs: cargo, curl, python3 (for the summary); for PostgreSQL: initdb/pg_ctl (PATH or
 # /usr/lib/postgresql/*/bin, see scripts/ensure-postgres.sh) or DATABASE_URL, and psql.
 set -euo pipefail
@@ -43,9 +45,13 @@ log() { echo "bench.sh: $*" >&2; }
 # ---------------------------------------------------------------------------------------------
 # Build
 # ---------------------------------------------------------------------------------------------
-log "building release (cargo build --release -p hookgate)"
-cargo build --release -p hookgate >&2
-BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/hookgate"
+if [ -n "${BENCH_BIN:-}" ]; then
+    BIN=$BENCH_BIN
+else
+    log "building release (cargo build --release -p hookgate)"
+    cargo build --release -p hookgate >&2
+    BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/hookgate"
+fi
 [ -x "$BIN" ] || { log "no binary at $BIN"; exit 1; }
 
 mkdir -p "$OUT"

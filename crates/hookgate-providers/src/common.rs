@@ -321,9 +321,37 @@ pub(crate) fn parse_json(bytes: &[u8]) -> Result<Value, Rejection> {
     serde_json::from_slice(bytes).map_err(|_| bad(BadRequestReason::UnparseableEnvelope))
 }
 
+/// The value at a JSON pointer (RFC 6901), as `Value::pointer` finds it, without allocating:
+/// `Value::pointer` unescapes every token into a new `String`, on every request, for every
+/// pointer a pack reads. Tokens with an escape (`~0`, `~1`) take serde_json's own path.
+pub(crate) fn json_at<'v>(value: &'v Value, pointer: &str) -> Option<&'v Value> {
+    if pointer.is_empty() {
+        return Some(value);
+    }
+    if pointer.contains('~') {
+        return value.pointer(pointer);
+    }
+    pointer
+        .strip_prefix('/')?
+        .split('/')
+        .try_fold(value, |target, token| match target {
+            Value::Object(map) => map.get(token),
+            Value::Array(list) => array_index(token).and_then(|i| list.get(i)),
+            _ => None,
+        })
+}
+
+/// An RFC 6901 array index: decimal digits, no sign, no leading zero (as serde_json reads it).
+fn array_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() > 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 /// An identifier at a JSON pointer: a non-empty string, or an integer rendered in decimal.
 pub(crate) fn id_at(value: &Value, pointer: &str) -> Option<String> {
-    match value.pointer(pointer)? {
+    match json_at(value, pointer)? {
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
         _ => None,
@@ -334,7 +362,7 @@ pub(crate) fn id_at(value: &Value, pointer: &str) -> Option<String> {
 /// taken as milliseconds), a decimal string of those, or an RFC 3339 string.
 pub(crate) fn time_at(value: &Value, pointer: &str) -> Option<i64> {
     let seconds = |n: i64| if n > 100_000_000_000 { n / 1000 } else { n };
-    match value.pointer(pointer)? {
+    match json_at(value, pointer)? {
         Value::Number(n) => n.as_i64().map(seconds),
         Value::String(s) => match s.parse::<i64>() {
             Ok(n) => Some(seconds(n)),
@@ -401,6 +429,41 @@ mod tests {
             map.append(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn json_at_finds_what_value_pointer_finds() {
+        let doc: Value = serde_json::json!({
+            "id": "evt_1", "": {"x": 1}, "a/b": 2, "m~n": 3, "list": [10, {"k": "v"}],
+            "data": {"object": {"id": "pi_1", "n": null}}
+        });
+        for pointer in [
+            "",
+            "/",
+            "/id",
+            "/data/object/id",
+            "/data/object/n",
+            "/data/missing",
+            "/list/0",
+            "/list/1/k",
+            "/list/2",
+            "/list/01",
+            "/list/+1",
+            "/list/-",
+            "/list/x",
+            "/a~1b",
+            "/m~0n",
+            "//x",
+            "id",
+            "/id/deeper",
+            "/list/1/k/z",
+        ] {
+            assert_eq!(
+                json_at(&doc, pointer),
+                doc.pointer(pointer),
+                "pointer {pointer:?}"
+            );
+        }
     }
 
     const DUP: Rejection = Rejection::BadRequest(BadRequestReason::DuplicatedSignature);

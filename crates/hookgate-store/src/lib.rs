@@ -207,6 +207,9 @@ pub struct Backlog {
 pub struct EventFilter {
     pub status: Option<InboxStatus>,
     pub endpoint_id: Option<String>,
+    /// Only events verified by this secret version (`matched_secret_version`): what a
+    /// compromised version let in, the first step of an emergency retirement.
+    pub matched_secret_version: Option<String>,
     /// At most this many rows, newest first; `None` = all.
     pub limit: Option<u32>,
 }

@@ -15,8 +15,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
+use crate::secrets::cache::{FILE_CHECK, refresh_slots};
 use crate::stage::StagePool;
 use crate::state::{AppState, Clock, Runtime, SystemClock};
+use crate::tasks::StoppableTasks;
 use crate::{admin, ingress, telemetry};
 
 /// Opens the backend named by `store.url` (see [`hookgate_store::open`]).
@@ -67,6 +69,8 @@ pub struct GatewayParts {
     pub clock: Arc<dyn Clock>,
     /// Print the [`Listening`] line on stdout once every listener is bound.
     pub announce: bool,
+    /// `--dev`: literal and published example secrets are allowed on any listener.
+    pub dev: bool,
 }
 
 impl GatewayParts {
@@ -76,6 +80,7 @@ impl GatewayParts {
             store: None,
             clock,
             announce: false,
+            dev: false,
         }
     }
 
@@ -121,15 +126,21 @@ pub struct Gateway {
     admin: Option<JoinHandle<()>>,
     /// The running background stages (processing, delivery).
     stages: Vec<(StagePool, std::time::Duration)>,
+    /// The secret refresher.
+    refresher: StoppableTasks,
     config_path: PathBuf,
+    /// Whether this process runs the webhook listener, and `--dev`: the literal-secret rule.
+    webhook_role: bool,
+    dev: bool,
 }
 
 impl Gateway {
     /// Opens the configured store and starts `roles` on the system clock, announcing the
     /// bound addresses on stdout (what the `serve` and `worker` commands run).
-    pub async fn start(config: Config, roles: Roles) -> anyhow::Result<Gateway> {
+    pub async fn start(config: Config, roles: Roles, dev: bool) -> anyhow::Result<Gateway> {
         let parts = GatewayParts {
             announce: true,
+            dev,
             ..GatewayParts::clock(Arc::new(SystemClock))
         };
         Self::start_with(config, roles, parts).await
@@ -141,6 +152,7 @@ impl Gateway {
         roles: Roles,
         parts: GatewayParts,
     ) -> anyhow::Result<Gateway> {
+        config.check_dev_only(roles.ingress, parts.dev)?;
         let store = match parts.store {
             Some(store) => store,
             None => open_store(&config).await?,
@@ -176,8 +188,24 @@ impl Gateway {
         }
         let server = config.server.clone();
         let config_path = config.path.clone();
-        let state = AppState::new(Arc::new(config), store, parts.clock);
+        let allow_examples = config.allows_example_values(roles.ingress, parts.dev);
+        // Secrets are read before the first request; a source that is down leaves its
+        // endpoint answering 503 (and listed by /readyz) until the refresher reads it.
+        // A worker verifies no webhook: it needs no endpoint secret.
+        let runtime = Runtime::replacing(Arc::new(config), None, allow_examples);
+        if roles.ingress {
+            refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
+        }
+        let state = AppState::new(runtime, store, parts.clock, roles.ingress);
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (mut refresher, refresher_stop) = StoppableTasks::new();
+        if roles.ingress {
+            telemetry::secrets_observed(&state.runtime.load(), state.clock.now_secs());
+            refresher.push(tokio::spawn(refresh_secrets(
+                Arc::downgrade(&state),
+                refresher_stop,
+            )));
+        }
 
         let admin = admin_listener.map(|listener| {
             let router = admin::router(state.clone(), telemetry::metrics_handle());
@@ -218,14 +246,36 @@ impl Gateway {
             ingress,
             admin,
             stages,
+            refresher,
             config_path,
+            webhook_role: roles.ingress,
+            dev: parts.dev,
         })
     }
-    /// Re-reads the configuration file and its `file:` secrets. On any error the running
-    /// configuration stays and the error is returned (and logged by the caller).
-    pub fn reload(&self) -> anyhow::Result<()> {
+    /// Re-reads the configuration file and every secret that is not retired. A secret that
+    /// cannot be read keeps its cached value (it does not fail the reload); a retired one is
+    /// never read. On any configuration error the running configuration stays, the failure
+    /// is counted and shown by `/readyz` until a reload succeeds, and the error is returned.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        match self.try_reload().await {
+            Ok(()) => {
+                self.state.reload_failure.store(None);
+                telemetry::config_reloaded();
+                Ok(())
+            }
+            Err(e) => {
+                let reason = format!("{e:#}");
+                telemetry::config_reload_failed(&reason);
+                self.state.reload_failure.store(Some(Arc::new(reason)));
+                Err(e)
+            }
+        }
+    }
+
+    async fn try_reload(&self) -> anyhow::Result<()> {
         let config = Config::load(&self.config_path)?;
-        let current = self.state.runtime.load();
+        config.check_dev_only(self.webhook_role, self.dev)?;
+        let current = self.state.runtime.load_full();
         if config.server.listen != current.config.server.listen
             || config.store.url != current.config.store.url
         {
@@ -236,9 +286,15 @@ impl Gateway {
         for warning in &config.warnings {
             tracing::warn!("{warning}");
         }
-        self.state
-            .runtime
-            .store(Arc::new(Runtime::new(Arc::new(config))));
+        let allow_examples = config.allows_example_values(self.webhook_role, self.dev);
+        let runtime = Runtime::replacing(Arc::new(config), Some(&current), allow_examples);
+        if self.webhook_role {
+            refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
+        }
+        self.state.runtime.store(Arc::new(runtime));
+        if self.webhook_role {
+            telemetry::secrets_observed(&self.state.runtime.load(), self.state.clock.now_secs());
+        }
         Ok(())
     }
 
@@ -257,6 +313,12 @@ impl Gateway {
         for stage in stages {
             let _ = stage.await;
         }
+        self.refresher
+            .shutdown(
+                std::time::Duration::from_secs(1),
+                "secret refresher stopped mid-read",
+            )
+            .await;
         if let Some(admin) = self.admin {
             let _ = admin.await;
         }
@@ -270,6 +332,22 @@ fn announce(listening: &Listening) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", listening.line())?;
     out.flush()
+}
+
+/// The secret refresher: every [`FILE_CHECK`], reads the versions that are due (their
+/// `refresh_seconds` elapsed, or their file changed) and updates the secret gauges. Reads
+/// happen here, never on the request path.
+async fn refresh_secrets(state: std::sync::Weak<AppState>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(FILE_CHECK) => {}
+            _ = stop.changed() => return,
+        }
+        let Some(state) = state.upgrade() else { return };
+        let runtime = state.runtime.load_full();
+        refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, false).await;
+        telemetry::secrets_observed(&runtime, state.clock.now_secs());
+    }
 }
 
 /// Forgets idle per-client rate-limit entries once a minute (ingress only).

@@ -1,17 +1,20 @@
-//! Shared state of a running gateway: the swappable runtime configuration (endpoints, secrets,
-//! payload keys — replaced whole on SIGHUP), the store, the clock and the global limits.
+//! Shared state of a running gateway: the swappable runtime configuration (endpoints, secret
+//! slots, payload keys — replaced whole on SIGHUP, cached secret values carried over), the
+//! store, the clock and the global limits.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use hookgate_core::seal::Keyring;
+use hookgate_providers::SecretMaterial;
 use hookgate_store::SharedStore;
 use tokio::sync::Semaphore;
 
 use crate::config::{Config, EndpointConfig};
 use crate::ingress::limits::{ClientLimiter, EndpointBudget};
+use crate::secrets::cache::{SecretReader, SecretSlot};
 use crate::stage::StageHealth;
 
 /// The wall clock of ingress, workers and relay (freshness, leases, due times); tests pin it.
@@ -56,6 +59,21 @@ impl Clock for FixedClock {
 pub struct EndpointRuntime {
     pub config: EndpointConfig,
     pub budget: Option<Arc<EndpointBudget>>,
+    /// One slot per configured secret version, in config order (the cache of their values).
+    pub secrets: Vec<Arc<SecretSlot>>,
+}
+
+impl EndpointRuntime {
+    /// The versions that verify at `now_secs`: trusted, and read within their `max_age`.
+    pub fn usable_secrets(&self, now_secs: i64) -> Vec<(&str, Arc<SecretMaterial>)> {
+        self.secrets
+            .iter()
+            .filter_map(|slot| {
+                slot.usable(now_secs)
+                    .map(|m| (slot.config.version.as_str(), m))
+            })
+            .collect()
+    }
 }
 
 /// Everything a reload replaces at once.
@@ -63,27 +81,80 @@ pub struct Runtime {
     pub config: Arc<Config>,
     pub endpoints: HashMap<String, Arc<EndpointRuntime>>,
     pub keyring: Keyring,
+    /// Reads the endpoints' secret sources (`[secrets]`, `[vault]`).
+    pub secret_reader: SecretReader,
 }
 
 impl Runtime {
+    /// A runtime whose secrets are not read yet (published example values allowed when every
+    /// listener is on loopback).
     pub fn new(config: Arc<Config>) -> Self {
+        let allow = config.allows_example_values(true, false);
+        Self::replacing(config, None, allow)
+    }
+
+    /// A runtime that keeps the cached values of `previous`'s secrets it still has (same
+    /// endpoint, version and source), so a reload never empties the cache; retired versions
+    /// keep nothing.
+    pub fn replacing(
+        config: Arc<Config>,
+        previous: Option<&Runtime>,
+        allow_example_values: bool,
+    ) -> Self {
         let endpoints = config
             .endpoints
             .iter()
             .map(|e| {
+                let secrets = e
+                    .secrets
+                    .iter()
+                    .map(|v| {
+                        let slot = SecretSlot::new(&e.id, v.clone(), e.pack);
+                        if let Some(old) = previous
+                            .and_then(|p| p.endpoints.get(&e.id))
+                            .and_then(|old| old.secrets.iter().find(|o| o.same_secret(&slot)))
+                        {
+                            slot.inherit(old);
+                        }
+                        Arc::new(slot)
+                    })
+                    .collect();
                 let rt = EndpointRuntime {
                     config: e.clone(),
                     budget: e.rate_limit.map(EndpointBudget::new),
+                    secrets,
                 };
                 (e.id.clone(), Arc::new(rt))
             })
             .collect();
         let keyring = config.payload_keys.keyring();
+        let secret_reader = config.secrets.reader(allow_example_values);
         Self {
             config,
             endpoints,
             keyring,
+            secret_reader,
         }
+    }
+
+    /// Every secret slot of every endpoint.
+    pub fn secret_slots(&self) -> Vec<Arc<SecretSlot>> {
+        self.endpoints
+            .values()
+            .flat_map(|e| e.secrets.iter().cloned())
+            .collect()
+    }
+
+    /// Endpoints with no version that verifies at `now_secs`, sorted.
+    pub fn endpoints_without_usable_secret(&self, now_secs: i64) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .endpoints
+            .values()
+            .filter(|e| e.usable_secrets(now_secs).is_empty())
+            .map(|e| e.config.id.clone())
+            .collect();
+        ids.sort();
+        ids
     }
 }
 
@@ -100,13 +171,23 @@ pub struct AppState {
     pub shed_drain: crate::ingress::limits::DrainBudget,
     /// Which background stages run (for `/readyz`).
     pub stages: Arc<StageHealth>,
+    /// Why the last reload failed, until one succeeds (for `/readyz`).
+    pub reload_failure: ArcSwapOption<String>,
+    /// Whether this process verifies webhooks (the ingress role): only then are endpoint
+    /// secrets read, refreshed and reported.
+    pub verifies_webhooks: bool,
 }
 
 impl AppState {
-    pub fn new(config: Arc<Config>, store: SharedStore, clock: Arc<dyn Clock>) -> Arc<Self> {
-        let server = config.server.clone();
+    pub fn new(
+        runtime: Runtime,
+        store: SharedStore,
+        clock: Arc<dyn Clock>,
+        verifies_webhooks: bool,
+    ) -> Arc<Self> {
+        let server = runtime.config.server.clone();
         Arc::new(Self {
-            runtime: ArcSwap::from_pointee(Runtime::new(config)),
+            runtime: ArcSwap::from_pointee(runtime),
             store,
             clock,
             in_flight: Arc::new(Semaphore::new(server.max_in_flight)),
@@ -119,6 +200,8 @@ impl AppState {
                 crate::ingress::limits::SHED_DRAIN_BUDGET_BYTES,
             ),
             stages: Arc::new(StageHealth::default()),
+            reload_failure: ArcSwapOption::empty(),
+            verifies_webhooks,
         })
     }
 }

@@ -32,6 +32,10 @@ pub const EVENTS_FAILED: &str = "hookgate_events_failed_total";
 pub const DELIVERIES: &str = "hookgate_deliveries_total";
 pub const BACKGROUND_RESTARTS: &str = "hookgate_background_restarts_total";
 pub const BACKGROUND_STAGE_UP: &str = "hookgate_background_stage_up";
+pub const SECRET_AGE: &str = "hookgate_secret_age_seconds";
+pub const SECRET_REFRESH_FAILURES: &str = "hookgate_secret_refresh_failures_total";
+pub const ENDPOINT_SECRET_USABLE: &str = "hookgate_endpoint_secret_usable";
+pub const CONFIG_RELOAD_FAILURES: &str = "hookgate_config_reload_failures_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -297,6 +301,55 @@ pub fn stage_loop_died(stage: &'static str, index: usize, cause: &str, backoff: 
 pub fn stage_loop_restarted(stage: &'static str, index: usize) {
     counter!(BACKGROUND_RESTARTS, "stage" => stage).increment(1);
     tracing::info!(stage, index, "background loop restarted");
+}
+
+/// A request found no usable secret version: it is answered 503 (fail closed).
+pub fn no_usable_secret(endpoint: &str) {
+    tracing::error!(
+        endpoint,
+        "no usable secret version for endpoint (retired, expired, or not read within max_age): 503"
+    );
+}
+
+/// Reading a secret version's source failed; its cached value (if any) keeps serving until
+/// its `max_age`. The error names the source, never the value.
+pub fn secret_refresh_failed(endpoint: &str, version: &str, error: &crate::secrets::SecretError) {
+    counter!(SECRET_REFRESH_FAILURES, "endpoint" => endpoint.to_owned()).increment(1);
+    tracing::warn!(endpoint, version, error = %error, "secret refresh failed; the cached value serves until its max_age");
+}
+
+/// A secret version that failed to refresh was read again.
+pub fn secret_recovered(endpoint: &str, version: &str) {
+    tracing::info!(endpoint, version, "secret read again after failures");
+}
+
+/// The secret gauges, once per refresher pass: each version's age since its last
+/// successful read, and whether each endpoint has a version that verifies.
+pub fn secrets_observed(runtime: &crate::state::Runtime, now_secs: i64) {
+    for endpoint in runtime.endpoints.values() {
+        let id = endpoint.config.id.clone();
+        counter!(SECRET_REFRESH_FAILURES, "endpoint" => id.clone()).increment(0);
+        for slot in &endpoint.secrets {
+            if let Some(age) = slot.age() {
+                gauge!(SECRET_AGE, "endpoint" => id.clone(), "version" => slot.config.version.clone())
+                    .set(age.as_secs_f64());
+            }
+        }
+        let usable = !endpoint.usable_secrets(now_secs).is_empty();
+        gauge!(ENDPOINT_SECRET_USABLE, "endpoint" => id).set(if usable { 1.0 } else { 0.0 });
+    }
+}
+
+/// A reload (SIGHUP) failed: the running configuration stays.
+pub fn config_reload_failed(reason: &str) {
+    counter!(CONFIG_RELOAD_FAILURES).increment(1);
+    tracing::error!(reason, "reload failed; keeping the running configuration");
+}
+
+/// A reload succeeded.
+pub fn config_reloaded() {
+    counter!(CONFIG_RELOAD_FAILURES).increment(0);
+    tracing::info!("configuration reloaded");
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::common::{
     self, MAX_HEADER_VALUE_LEN, MAX_SIGNATURE_ENTRIES, bad, content_type_allowed, info_header,
-    reject_duplicated, signed_header, signed_header_any,
+    json_at, reject_duplicated, signed_header, signed_header_any,
 };
 use crate::{
     BadRequestReason, Metadata, Rejection, SecretFormatError, SecretMaterial, TrustedSecret,
@@ -255,7 +255,7 @@ impl Pack {
     ) -> Result<i64, Rejection> {
         let json: Value =
             serde_json::from_slice(body).map_err(|_| bad(BadRequestReason::MissingTimestamp))?;
-        match json.pointer(pointer) {
+        match json_at(&json, pointer) {
             None | Some(Value::Null) => Err(bad(BadRequestReason::MissingTimestamp)),
             Some(Value::Number(n)) => {
                 let n = n

@@ -9,7 +9,7 @@ use super::engine::scalar_text;
 use super::{
     Answer, AnswerRule, Delivery, HandshakeAnswer, IdRule, Location, Pack, RequestContext,
 };
-use crate::common::{self, JSON, bad, info_header};
+use crate::common::{self, JSON, bad, info_header, json_at};
 use crate::{BadRequestReason, Envelope, Metadata, Rejection, SecretMaterial};
 
 const TEXT: &str = "text/plain";
@@ -100,7 +100,7 @@ impl Pack {
     fn present(&self, location: &Location, ctx: &RequestContext<'_>, json: &Value) -> bool {
         match location {
             Location::Header(name) => ctx.headers.contains_key(*name),
-            Location::Json { pointer, .. } => json.pointer(pointer).is_some_and(|v| !v.is_null()),
+            Location::Json { pointer, .. } => json_at(json, pointer).is_some_and(|v| !v.is_null()),
             Location::Query(name) => ctx
                 .raw_query
                 .is_some_and(|q| common::form_field(q.as_bytes(), name).is_some()),
@@ -120,7 +120,7 @@ impl Pack {
             }
             let discriminator = match rule.when {
                 Location::Header(name) => info_header(ctx.headers, &[name])?,
-                Location::Json { pointer, .. } => json.pointer(pointer).and_then(scalar_text),
+                Location::Json { pointer, .. } => json_at(json, pointer).and_then(scalar_text),
                 Location::Query(name) => ctx
                     .raw_query
                     .and_then(|q| common::form_field(q.as_bytes(), name))
@@ -134,7 +134,7 @@ impl Pack {
             }
             let challenge = match rule.challenge {
                 Some(pointer) => Some(
-                    json.pointer(pointer)
+                    json_at(json, pointer)
                         .and_then(Value::as_str)
                         .ok_or(bad(BadRequestReason::UnparseableEnvelope))?,
                 ),
@@ -192,7 +192,7 @@ impl Pack {
             .event_id(metadata, json)
             .ok_or(bad(BadRequestReason::MissingEventId))?;
         let object_version = self.object_version.iter().find_map(|l| match l {
-            Location::Json { pointer, .. } => json.pointer(pointer).and_then(|v| {
+            Location::Json { pointer, .. } => json_at(json, pointer).and_then(|v| {
                 v.as_i64()
                     .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
             }),
@@ -264,11 +264,11 @@ impl Pack {
             return Ok(Delivery::Handshake(answer));
         }
         let batch_items = self.batch.as_ref().and_then(|batch| {
-            let items = json.pointer(batch.items)?.as_array()?;
+            let items = json_at(&json, batch.items)?.as_array()?;
             Some(
                 items
                     .iter()
-                    .map(|e| batch.item.and_then(|p| e.pointer(p)).unwrap_or(e))
+                    .map(|e| batch.item.and_then(|p| json_at(e, p)).unwrap_or(e))
                     .collect::<Vec<_>>(),
             )
         });

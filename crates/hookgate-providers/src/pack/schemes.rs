@@ -11,7 +11,7 @@ use subtle::ConstantTimeEq;
 use super::engine::{scalar_text, verify_hmac};
 use super::primitives::sha256_hex;
 use super::{Algorithm, Pack, RequestContext};
-use crate::common::{self, bad, info_header};
+use crate::common::{self, bad, info_header, json_at};
 use crate::{BadRequestReason, Metadata, Rejection, TrustedSecret, Verified};
 
 /// The URL as the provider may have signed it: without its port, and with the scheme's
@@ -155,17 +155,17 @@ impl Pack {
     pub(crate) fn signed_objects<'v>(&self, doc: &'v Value) -> Option<Vec<&'v Value>> {
         let rule = self.fields.as_ref()?;
         if let Some(batch) = &self.batch {
-            let items = doc.pointer(batch.items)?.as_array()?;
+            let items = json_at(doc, batch.items)?.as_array()?;
             return Some(
                 items
                     .iter()
-                    .map(|e| batch.item.and_then(|p| e.pointer(p)).unwrap_or(e))
+                    .map(|e| batch.item.and_then(|p| json_at(e, p)).unwrap_or(e))
                     .collect(),
             );
         }
         rule.object
             .iter()
-            .find_map(|p| doc.pointer(p).filter(|v| v.is_object()))
+            .find_map(|p| json_at(doc, p).filter(|v| v.is_object()))
             .map(|o| vec![o])
     }
 
@@ -176,7 +176,7 @@ impl Pack {
         };
         rule.fields
             .iter()
-            .map(|p| object.pointer(p).and_then(scalar_text).unwrap_or_default())
+            .map(|p| json_at(object, p).and_then(scalar_text).unwrap_or_default())
             .collect::<Vec<_>>()
             .join(rule.separator)
     }
@@ -206,8 +206,7 @@ impl Pack {
         }
         let mut first = None;
         for object in &objects {
-            let text = object
-                .pointer(rule.signature)
+            let text = json_at(object, rule.signature)
                 .and_then(Value::as_str)
                 .ok_or(missing)?;
             let tag = self.tag(text)?;
@@ -222,8 +221,7 @@ impl Pack {
         }
         let timestamp = match self.timestamp.as_ref().map(|t| t.from.as_slice()) {
             Some([super::Location::Json { pointer, .. }]) => Some(
-                objects[0]
-                    .pointer(pointer)
+                json_at(objects[0], pointer)
                     .and_then(scalar_text)
                     .ok_or(bad(BadRequestReason::MissingTimestamp))?,
             ),

@@ -11,7 +11,7 @@ use super::{
     EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
     SignedDelivery,
 };
-use crate::common;
+use crate::common::{self, json_at};
 use crate::{IdLocation, SecretMaterial, SignRequest};
 
 /// Sets `value` at a JSON pointer, creating the objects on the way (array elements must
@@ -257,13 +257,13 @@ impl Pack {
         let token = sha256_hex(request.event_id.as_bytes())[..50].to_owned();
         let mut objects: Vec<String> = Vec::new();
         if let Some(batch) = &self.batch {
-            if let Some(items) = doc.pointer(batch.items).and_then(Value::as_array) {
+            if let Some(items) = json_at(&doc, batch.items).and_then(Value::as_array) {
                 for i in 0..items.len() {
                     objects.push(format!("{}/{i}{}", batch.items, batch.item.unwrap_or("")));
                 }
             }
         } else if let Some(first) = rule.object.first() {
-            if doc.pointer(first).is_none() {
+            if json_at(&doc, first).is_none() {
                 set_pointer(&mut doc, first, Value::Object(serde_json::Map::new()));
             }
             objects.push((*first).to_owned());
@@ -272,7 +272,7 @@ impl Pack {
         for object in objects {
             for field in rule.fields.iter().filter(|_| fill_missing) {
                 let at = format!("{object}{field}");
-                if doc.pointer(&at).is_none() {
+                if json_at(&doc, &at).is_none() {
                     let value = match (Some(*field) == ts_pointer, timestamp) {
                         (true, Some(ts)) => ts.to_owned(),
                         _ => token.clone(),
@@ -280,7 +280,7 @@ impl Pack {
                     set_pointer(&mut doc, &at, Value::String(value));
                 }
             }
-            let Some(target) = doc.pointer(&object) else {
+            let Some(target) = json_at(&doc, &object) else {
                 continue;
             };
             let signed = self.field_string(target);

@@ -106,12 +106,13 @@ impl PostgresStore {
     }
 }
 
-/// One statement text per filter shape (four at most, each cached per connection), so the
+/// One statement text per filter shape (eight at most, each cached per connection), so the
 /// planner can use the indexes instead of `$n IS NULL OR …` scans. Newest first.
 pub(super) struct ListQuery<'a> {
     pub(super) sql: String,
     status: Option<&'static str>,
     endpoint_id: Option<&'a str>,
+    matched_secret_version: Option<&'a str>,
     limit: Option<i64>,
 }
 
@@ -119,6 +120,7 @@ impl<'a> ListQuery<'a> {
     pub(super) fn new(filter: &'a EventFilter) -> Self {
         let status = filter.status.map(InboxStatus::as_str);
         let endpoint_id = filter.endpoint_id.as_deref();
+        let matched_secret_version = filter.matched_secret_version.as_deref();
         let mut clauses = Vec::new();
         let mut n = 0;
         if status.is_some() {
@@ -128,6 +130,10 @@ impl<'a> ListQuery<'a> {
         if endpoint_id.is_some() {
             n += 1;
             clauses.push(format!("endpoint_id = ${n}"));
+        }
+        if matched_secret_version.is_some() {
+            n += 1;
+            clauses.push(format!("matched_secret_version = ${n}"));
         }
         let where_clause = if clauses.is_empty() {
             String::new()
@@ -145,6 +151,7 @@ impl<'a> ListQuery<'a> {
             sql,
             status,
             endpoint_id,
+            matched_secret_version,
             limit: filter.limit.map(i64::from),
         }
     }
@@ -156,6 +163,9 @@ impl<'a> ListQuery<'a> {
         }
         if let Some(e) = &self.endpoint_id {
             p.push(e);
+        }
+        if let Some(v) = &self.matched_secret_version {
+            p.push(v);
         }
         p.push(&self.limit);
         p

@@ -63,10 +63,12 @@ impl ProcessingStore for SqliteStore {
         );
         let lease_until = now_ms.saturating_add(lease_ms.max(1));
         self.write(move |tx| {
+            // The next lease number is taken only by a lease that leased something: an empty
+            // poll (idle workers poll several times a second) then writes nothing, so its
+            // transaction needs no WAL frame and no fsync of its own. The single writer makes
+            // read-then-advance race-free.
             let seq: i64 = tx
-                .prepare_cached(
-                    "UPDATE lease_sequence SET value = value + 1 WHERE id = 1 RETURNING value",
-                )?
+                .prepare_cached("SELECT value + 1 FROM lease_sequence WHERE id = 1")?
                 .query_row([], |r| r.get(0))?;
             let mut params: Vec<&dyn rusqlite::ToSql> =
                 vec![&owner, &lease_until, &now_ms, &limit, &seq];
@@ -75,6 +77,10 @@ impl ProcessingStore for SqliteStore {
             let rows = stmt
                 .query_map(params.as_slice(), record)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
+            if !rows.is_empty() {
+                tx.prepare_cached("UPDATE lease_sequence SET value = ?1 WHERE id = 1")?
+                    .execute([seq])?;
+            }
             Ok(rows)
         })
         .await

@@ -160,7 +160,7 @@ pub(super) fn record(r: &Row<'_>) -> rusqlite::Result<InboxRecord> {
 }
 
 fn list_events(conn: &Connection, filter: &EventFilter) -> rusqlite::Result<Vec<InboxRecord>> {
-    // One statement text per filter shape (four at most, each cached), so the planner can
+    // One statement text per filter shape (eight at most, each cached), so the planner can
     // use the indexes instead of `?n IS NULL OR ...` scans.
     let mut clauses = Vec::new();
     let mut params: Vec<&dyn rusqlite::ToSql> = Vec::new();
@@ -172,6 +172,10 @@ fn list_events(conn: &Connection, filter: &EventFilter) -> rusqlite::Result<Vec<
     if let Some(endpoint_id) = &filter.endpoint_id {
         params.push(endpoint_id);
         clauses.push(format!("endpoint_id = ?{}", params.len()));
+    }
+    if let Some(version) = &filter.matched_secret_version {
+        params.push(version);
+        clauses.push(format!("matched_secret_version = ?{}", params.len()));
     }
     let limit = filter.limit.map_or(-1, i64::from);
     params.push(&limit);

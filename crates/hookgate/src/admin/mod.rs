@@ -1,7 +1,7 @@
 //! The admin listener: `/metrics` (Prometheus; each scrape also reads the durable backlog for
 //! the lag gauges), `/healthz` (the process runs), `/readyz` (503 only when the store does not
 //! answer or a background stage is down; its JSON body lists every problem, degraded ones
-//! too). Kept off the webhook listener so providers never see it.
+//! too: endpoints without a usable secret, a failed reload). Kept off the webhook listener so providers never see it.
 
 use std::sync::Arc;
 
@@ -110,6 +110,11 @@ enum Problem {
     StoreUnreachable,
     /// A loop of this background stage died and is not running again yet.
     StageDown { stage: &'static str },
+    /// No secret version of this endpoint verifies (none read within its max_age, or all
+    /// retired): it answers 503. Listed only, other endpoints keep working.
+    NoUsableSecret { endpoint: String },
+    /// The last reload failed (the running configuration stays); cleared by a good reload.
+    ConfigReloadFailed { reason: String },
 }
 
 impl Problem {
@@ -117,6 +122,7 @@ impl Problem {
     fn blocks_readiness(&self) -> bool {
         match self {
             Problem::StoreUnreachable | Problem::StageDown { .. } => true,
+            Problem::NoUsableSecret { .. } | Problem::ConfigReloadFailed { .. } => false,
         }
     }
 }
@@ -140,6 +146,20 @@ async fn ready(State(s): State<AdminState>) -> (StatusCode, Json<Readiness>) {
             .into_iter()
             .map(|stage| Problem::StageDown { stage }),
     );
+    if s.app.verifies_webhooks {
+        let runtime = s.app.runtime.load();
+        problems.extend(
+            runtime
+                .endpoints_without_usable_secret(s.app.clock.now_secs())
+                .into_iter()
+                .map(|endpoint| Problem::NoUsableSecret { endpoint }),
+        );
+    }
+    if let Some(reason) = s.app.reload_failure.load_full() {
+        problems.push(Problem::ConfigReloadFailed {
+            reason: reason.as_str().to_owned(),
+        });
+    }
     let ready = !problems.iter().any(Problem::blocks_readiness);
     let status = if ready {
         StatusCode::OK

@@ -25,11 +25,9 @@ impl GatewayConfig for BenchConfig {
         Some(Endpoint {
             id: endpoint.id.clone(),
             pack: endpoint.pack,
-            signing_secret: endpoint
-                .secrets
-                .iter()
-                .find(|s| s.trusted_at(now))
-                .map(|s| s.material.clone()),
+            signing_secret: super::send::trusted_secret_blocking(&self.0, endpoint, now)
+                .ok()
+                .map(std::sync::Arc::new),
             max_body_bytes: endpoint.max_body_bytes,
         })
     }

@@ -27,6 +27,9 @@ pub enum EventsCommand {
         status: Option<String>,
         #[arg(long)]
         endpoint: Option<String>,
+        /// Only events this secret version verified (after a leak: what it let in).
+        #[arg(long)]
+        secret_version: Option<String>,
         #[arg(long)]
         limit: Option<u32>,
         /// One JSON object per line.
@@ -61,6 +64,7 @@ pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
                 config,
                 status,
                 endpoint,
+                secret_version,
                 limit,
                 json,
             } => {
@@ -77,6 +81,7 @@ pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
                 let filter = EventFilter {
                     status,
                     endpoint_id: endpoint,
+                    matched_secret_version: secret_version,
                     limit,
                 };
                 let result = crate::relay::ops::list_events(&store, &filter).await;

@@ -36,6 +36,9 @@ pub enum Command {
     Serve {
         #[arg(long, short)]
         config: PathBuf,
+        /// Development: allow literal and published example secrets on non-loopback listeners.
+        #[arg(long)]
+        dev: bool,
     },
     /// Configuration tools.
     Config {
@@ -52,6 +55,9 @@ pub enum Command {
     Worker {
         #[arg(long, short)]
         config: PathBuf,
+        /// Development: allow literal and published example secrets on non-loopback listeners.
+        #[arg(long)]
+        dev: bool,
     },
     /// Inspect and retry stored events.
     Events {
@@ -77,13 +83,16 @@ pub enum ConfigCommand {
 /// Runs the CLI; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve { config } => run_gateway(config, Roles::SERVE),
+        Command::Serve { config, dev } => run_gateway(config, Roles::SERVE, dev),
         Command::Config {
             command: ConfigCommand::Check { config },
         } => {
             let config = Config::load(&config)?;
             for w in &config.warnings {
                 eprintln!("warning: {w}");
+            }
+            for problem in check_secret_sources(&config)? {
+                eprintln!("warning: {problem}");
             }
             print!("{}", config::render_redacted(&config));
             eprintln!("configuration OK");
@@ -97,14 +106,45 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         }
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run_blocking(args),
-        Command::Worker { config } => run_gateway(config, Roles::WORKER),
+        Command::Worker { config, dev } => run_gateway(config, Roles::WORKER, dev),
         Command::Events { command } => events::run(command),
         Command::Providers { command } => providers::run(command),
     }
 }
 
+/// Reads every secret that is not retired once, as the gateway would: what cannot be read
+/// (the gateway would start, but that endpoint would answer 503).
+fn check_secret_sources(config: &Config) -> anyhow::Result<Vec<String>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let reader = config.secrets.reader(true);
+    Ok(runtime.block_on(async {
+        let mut problems = Vec::new();
+        for (i, e) in config.endpoints.iter().enumerate() {
+            for (j, v) in e.secrets.iter().enumerate().filter(|(_, v)| !v.retired) {
+                let read = reader.read(&v.source, &v.reference).await;
+                let decoded = read.map_err(|e| e.to_string()).and_then(|(value, _)| {
+                    e.pack
+                        .decode_secret(value.expose())
+                        .map(|_| ())
+                        .map_err(|err| format!("{err} for provider {}", e.pack.id()))
+                });
+                if let Err(problem) = decoded {
+                    problems.push(format!(
+                        "endpoints[{i}].secrets[{j}] (version {:?}) cannot be read now: {problem}; \
+                         the endpoint answers 503 while no version can be read",
+                        v.version
+                    ));
+                }
+            }
+        }
+        problems
+    }))
+}
+
 /// Runs a gateway with `roles` until SIGTERM or SIGINT, then drains it.
-fn run_gateway(path: PathBuf, roles: Roles) -> anyhow::Result<i32> {
+fn run_gateway(path: PathBuf, roles: Roles, dev: bool) -> anyhow::Result<i32> {
     let config = Config::load(&path)?;
     telemetry::init_logging(&config.log);
     for w in &config.warnings {
@@ -123,7 +163,7 @@ fn run_gateway(path: PathBuf, roles: Roles) -> anyhow::Result<i32> {
         // Handlers first: whoever reads the listening line (printed by `Gateway::start`) may
         // signal us at once, and a signal without a handler would kill the process.
         let signals = Signals::install().context("installing signal handlers")?;
-        let gateway = Gateway::start(config, roles).await?;
+        let gateway = Gateway::start(config, roles, dev).await?;
         signals.wait(&gateway).await;
         gateway.shutdown().await;
         Ok(0)
@@ -156,10 +196,8 @@ impl Signals {
     async fn wait(mut self, gateway: &Gateway) {
         loop {
             tokio::select! {
-                _ = self.hup.recv() => match gateway.reload() {
-                    Ok(()) => tracing::info!("configuration reloaded"),
-                    Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
-                },
+                // Both outcomes are logged (and counted) by `reload`.
+                _ = self.hup.recv() => { let _ = gateway.reload().await; }
                 _ = self.term.recv() => { tracing::info!("SIGTERM: draining"); return; }
                 _ = self.int.recv() => { tracing::info!("SIGINT: draining"); return; }
             }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use hookgate_providers::pack::{Pack, SignTarget, SignedDelivery, SigningKey};
-use hookgate_providers::{IdLocation, SignRequest};
+use hookgate_providers::{IdLocation, SecretMaterial, SignRequest};
 
 use crate::config::{Config, EndpointConfig};
 
@@ -78,7 +78,8 @@ fn event_type_for(pack: &Pack, explicit: Option<&str>, body: &[u8]) -> Option<St
 /// What signs a delivery: the endpoint's trusted shared secret, or the private key of a
 /// public-key provider (`--private-key`).
 pub enum Signer<'a> {
-    Secret,
+    /// The endpoint's first trusted secret version, read from its source.
+    Secret(&'a Config),
     PrivateKey(&'a SigningKey),
 }
 
@@ -107,22 +108,13 @@ pub fn sign_delivery(
     };
     match signer {
         Signer::PrivateKey(key) => Ok(pack.sign_with_private_key(key, &request, &target)),
-        Signer::Secret if !pack.has_shared_secret() => bail!(
+        Signer::Secret(_) if !pack.has_shared_secret() => bail!(
             "provider {} verifies with a public key: pass --private-key FILE to sign",
             pack.id()
         ),
-        Signer::Secret => {
-            let secret = endpoint
-                .secrets
-                .iter()
-                .find(|s| s.trusted_at(timestamp))
-                .with_context(|| {
-                    format!(
-                        "endpoint {} has no trusted secret to sign with",
-                        endpoint.id
-                    )
-                })?;
-            Ok(pack.sign_delivery(&secret.material, &request, &target))
+        Signer::Secret(config) => {
+            let material = trusted_secret_blocking(config, endpoint, timestamp)?;
+            Ok(pack.sign_delivery(&material, &request, &target))
         }
     }
 }
@@ -150,6 +142,51 @@ pub fn default_url(config: &Config, endpoint_id: &str) -> String {
         "http"
     };
     format!("{scheme}://{addr}/webhooks/{endpoint_id}")
+}
+
+/// The value of `endpoint`'s first version trusted at `now`, read from its source as the
+/// gateway reads it (on a thread of its own, so it works inside and outside a runtime).
+pub fn trusted_secret_blocking(
+    config: &Config,
+    endpoint: &EndpointConfig,
+    now: i64,
+) -> anyhow::Result<SecretMaterial> {
+    let version = endpoint
+        .secrets
+        .iter()
+        .find(|s| s.trusted_at(now))
+        .with_context(|| {
+            format!(
+                "endpoint {} has no trusted secret to sign with",
+                endpoint.id
+            )
+        })?
+        .clone();
+    let reader = config.secrets.reader(true);
+    let value = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                runtime
+                    .block_on(reader.read(&version.source, &version.reference))
+                    .map(|(value, _)| value)
+                    .map_err(anyhow::Error::from)
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("the secret reader panicked"))?
+    })
+    .with_context(|| {
+        format!(
+            "endpoint {} secret version {:?}",
+            endpoint.id, version.version
+        )
+    })?;
+    endpoint
+        .pack
+        .decode_secret(value.expose())
+        .map_err(|e| anyhow::anyhow!("{e} for provider {}", endpoint.pack.id()))
 }
 
 pub async fn run(args: SendArgs) -> anyhow::Result<i32> {
@@ -185,7 +222,7 @@ pub async fn run(args: SendArgs) -> anyhow::Result<i32> {
     };
     let signer = match &private_key {
         Some(key) => Signer::PrivateKey(key),
-        None => Signer::Secret,
+        None => Signer::Secret(&config),
     };
     let signed = sign_delivery(
         endpoint,

@@ -11,6 +11,7 @@ mod policies;
 pub mod raw;
 mod render;
 mod resolve;
+mod secrets;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,6 @@ use std::time::Duration;
 
 use hookgate_core::retry::RetryPolicy;
 use hookgate_core::seal::ReplayKey;
-use hookgate_providers::SecretMaterial;
 use hookgate_providers::pack::{EndpointOptions, Pack};
 use hookgate_store::GroupCommitOptions;
 use ipnet::IpNet;
@@ -103,15 +103,43 @@ pub struct StoreConfig {
     pub pool_size: usize,
 }
 
-/// One trusted (or formerly trusted) secret version of an endpoint.
+/// One trusted (or formerly trusted) secret version of an endpoint. Its value is not here:
+/// it lives in the gateway's secret cache (`secrets::cache`), read from `source`.
 #[derive(Debug, Clone)]
 pub struct SecretVersion {
     pub version: String,
     pub source: SecretSource,
-    pub material: Arc<SecretMaterial>,
+    /// The `value` as written: the reference, or the value itself for a literal.
+    pub reference: SecretString,
     /// Unix seconds after which this version is no longer trusted.
     pub not_after: Option<i64>,
+    /// Never read, never trusted: retirement needs nothing from the source.
     pub retired: bool,
+    /// `refresh_seconds`: how often the source is read again.
+    pub refresh: Duration,
+    /// `max_age_seconds`: how long after the last successful read the value still serves.
+    pub max_age: Duration,
+}
+
+/// `[secrets]` and `[vault]`: how the gateway reads secret sources.
+#[derive(Debug, Clone)]
+pub struct SecretsConfig {
+    /// `[secrets] exec_timeout_ms`.
+    pub exec_timeout: Duration,
+    pub vault: Option<Arc<crate::secrets::vault::VaultClient>>,
+    /// `[vault] address`, for `config check`.
+    pub vault_address: Option<String>,
+}
+
+impl SecretsConfig {
+    /// The reader of every secret source (`allow_example_values` only for development).
+    pub fn reader(&self, allow_example_values: bool) -> crate::secrets::cache::SecretReader {
+        crate::secrets::cache::SecretReader {
+            exec_timeout: self.exec_timeout,
+            vault: self.vault.clone(),
+            allow_example_values,
+        }
+    }
 }
 
 impl SecretVersion {
@@ -283,6 +311,10 @@ pub struct Config {
     pub relay: destinations::RelayConfig,
     /// `[[destinations]]`, in file order.
     pub destinations: Vec<destinations::DestinationConfig>,
+    /// `[secrets]`, `[vault]`.
+    pub secrets: SecretsConfig,
+    /// Keys whose secret is a literal in the file: development only (loopback or `--dev`).
+    pub literal_secrets: Vec<String>,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }
@@ -309,6 +341,39 @@ impl Config {
 
     pub fn endpoint(&self, id: &str) -> Option<&EndpointConfig> {
         self.endpoints.iter().find(|e| e.id == id)
+    }
+
+    /// Literal secrets (and so the published examples) run only where nobody else can
+    /// reach them: every listener this process binds on loopback, or `--dev`.
+    /// `trusted_proxies` does not change that: a proxy in front makes the listener public.
+    pub fn check_dev_only(&self, webhook: bool, dev: bool) -> Result<(), ConfigError> {
+        if dev {
+            return Ok(());
+        }
+        let public = [
+            webhook.then_some(("server.listen", self.server.listen)),
+            self.admin_listen.map(|a| ("admin.listen", a)),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|(_, addr)| !addr.ip().is_loopback());
+        match (public, self.literal_secrets.first()) {
+            (Some((listener, addr)), Some(key)) => Err(err(
+                key.clone(),
+                format!(
+                    "is a literal secret, and {listener} {addr} is not a loopback address: \
+                     literal and published example secrets are for development only; use \
+                     env:, file:, exec: or vault:, or pass --dev"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether published example values may be used (loopback everywhere, or `--dev`).
+    pub fn allows_example_values(&self, webhook: bool, dev: bool) -> bool {
+        dev || ((!webhook || self.server.listen.ip().is_loopback())
+            && self.admin_listen.is_none_or(|a| a.ip().is_loopback()))
     }
 }
 

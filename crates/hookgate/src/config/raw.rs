@@ -27,6 +27,27 @@ pub struct RawConfig {
     pub relay: Option<RawRelay>,
     #[serde(default)]
     pub destinations: Vec<RawDestination>,
+    #[serde(default)]
+    pub secrets: Option<RawSecrets>,
+    #[serde(default)]
+    pub vault: Option<RawVault>,
+}
+
+/// `[secrets]`: how secret sources are read.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSecrets {
+    pub exec_timeout_ms: Option<u64>,
+}
+
+/// `[vault]`: the HashiCorp Vault server of `vault:` secrets.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVault {
+    pub address: String,
+    /// A secret value itself (`env:VAULT_TOKEN`, `file:…`).
+    pub token: String,
+    pub ca_file: Option<String>,
 }
 
 /// `[worker]`: the processing pool.
@@ -157,4 +178,6 @@ pub struct RawSecret {
     pub not_after: Option<String>,
     #[serde(default)]
     pub retired: bool,
+    pub refresh_seconds: Option<u64>,
+    pub max_age_seconds: Option<u64>,
 }

@@ -167,6 +167,12 @@ pub fn render_redacted(c: &Config) -> String {
             if sv.retired {
                 state.push_str(", retired = true");
             }
+            let _ = write!(
+                state,
+                ", refresh_seconds = {}, max_age_seconds = {}",
+                sv.refresh.as_secs(),
+                sv.max_age.as_secs()
+            );
             if let Some(t) = sv.not_after {
                 let ts = jiff::Timestamp::from_second(t)
                     .map(|t| t.to_string())
@@ -181,6 +187,14 @@ pub fn render_redacted(c: &Config) -> String {
         }
     }
     render_relay(&c.relay, &c.destinations, &mut out);
+    let _ = writeln!(
+        out,
+        "\n[secrets]\nexec_timeout_ms = {}",
+        c.secrets.exec_timeout.as_millis()
+    );
+    if let Some(address) = &c.secrets.vault_address {
+        let _ = writeln!(out, "\n[vault]\naddress = {address:?}\n# token redacted");
+    }
     out
 }
 

@@ -15,10 +15,11 @@ use zeroize::Zeroizing;
 
 use super::policies::{resolve_rate, resolve_retry};
 use super::raw::{self, RawConfig, RawEndpoint};
+use super::secrets::{resolve_endpoint_secrets, resolve_secrets};
 use super::{
     AdminConfig, Config, ConfigError, DEFAULT_MAX_BODY_BYTES, EndpointConfig, HandlerKind,
-    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, SecretVersion, ServerConfig, StoreConfig,
-    StripeApiConfig, TlsPaths, WorkerConfig, destinations, err, valid_id,
+    LogConfig, LogFormat, PayloadKeys, ProvidersConfig, ServerConfig, StoreConfig, StripeApiConfig,
+    TlsPaths, WorkerConfig, destinations, err, valid_id,
 };
 use crate::secrets::{self, SecretSource};
 
@@ -173,6 +174,19 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         warnings.push("no [[endpoints]] configured: every webhook will get 404".into());
     }
     check_handler_timeouts(&endpoints, &providers, &worker)?;
+    let secrets = resolve_secrets(
+        raw.secrets.as_ref(),
+        raw.vault.as_ref(),
+        &endpoints,
+        base,
+        &mut warnings,
+    )?;
+    // Every literal was warned about as `<key> is a literal in the config file`.
+    let literal_secrets = warnings
+        .iter()
+        .filter_map(|w| w.split_once(" is a literal in the config file"))
+        .map(|(key, _)| key.to_owned())
+        .collect();
 
     Ok(Config {
         path: path.to_owned(),
@@ -187,6 +201,8 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         providers,
         relay,
         destinations,
+        secrets,
+        literal_secrets,
         warnings,
     })
 }
@@ -583,59 +599,7 @@ fn resolve_endpoint(
             }
         }
     }
-    if e.secrets.is_empty() {
-        return Err(err(
-            at("secrets"),
-            "at least one secret version is required",
-        ));
-    }
-    let mut secrets_out: Vec<SecretVersion> = Vec::with_capacity(e.secrets.len());
-    for (j, s) in e.secrets.into_iter().enumerate() {
-        let key = format!("endpoints[{i}].secrets[{j}]");
-        if s.version.is_empty() {
-            return Err(err(format!("{key}.version"), "must not be empty"));
-        }
-        if secrets_out.iter().any(|o| o.version == s.version) {
-            return Err(err(
-                format!("{key}.version"),
-                format!("duplicate version {:?}", s.version),
-            ));
-        }
-        let (source, value) =
-            secrets::resolve(&s.value, base).map_err(|e| err(format!("{key}.value"), e))?;
-        if source == SecretSource::Literal {
-            warnings.push(format!(
-                "{key}.value is a literal in the config file; use env: or file: outside development"
-            ));
-        }
-        let material = pack.decode_secret(value.expose()).map_err(|e| {
-            err(
-                format!("{key}.value"),
-                format!("{e} for provider {}", pack.id()),
-            )
-        })?;
-        let not_after = s
-            .not_after
-            .as_deref()
-            .map(|t| {
-                t.parse::<jiff::Timestamp>()
-                    .map(|ts| ts.as_second())
-                    .map_err(|_| {
-                        err(
-                            format!("{key}.not_after"),
-                            "must be an RFC 3339 time, e.g. 2026-12-07T00:00:00Z",
-                        )
-                    })
-            })
-            .transpose()?;
-        secrets_out.push(SecretVersion {
-            version: s.version,
-            source,
-            material: Arc::new(material),
-            not_after,
-            retired: s.retired,
-        });
-    }
+    let secrets_out = resolve_endpoint_secrets(e.secrets, i, pack, base, warnings)?;
     let mut handlers = Vec::new();
     for (j, name) in e.handlers.iter().flatten().enumerate() {
         let key = format!("endpoints[{i}].handlers[{j}]");

@@ -493,6 +493,11 @@ fn config_valid_files_resolve() {
 fn config_file_secrets_resolve_against_the_config_folder() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("gh.secret"), "from-a-file\n").unwrap();
+    std::fs::set_permissions(
+        dir.path().join("gh.secret"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let text = plus(&github_endpoint("").replace("\"gh-secret\"", "\"file:gh.secret\""));
     let config = Config::from_toml(&text, &dir.path().join("c.toml"), dir.path()).unwrap();
     let secret = &config.endpoints[0].secrets[0];
@@ -520,7 +525,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `secrets`, `vault`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
@@ -907,8 +912,42 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
             "config error at `endpoints[0].secrets[1].version`: duplicate version \"v1\"",
         ),
         (
-            plus(&github_endpoint("").replace("\"gh-secret\"", "\"env:HOOKGATE_TEST_UNSET_VAR\"")),
-            "config error at `endpoints[0].secrets[0].value`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",
+            plus(&github_endpoint("").replace("\"gh-secret\"", "\"exec:get-secret\"")),
+            "config error at `endpoints[0].secrets[0].value`: malformed secret reference: exec:get-secret: give the command's path (absolute, or relative to the config file), it is run without a shell or PATH lookup",
+        ),
+        (
+            plus(&github_endpoint("").replace("\"gh-secret\"", "\"vault:secret/gh#token\"")),
+            "config error at `endpoints[0].secrets[0].value`: a vault: secret needs [vault] address and token",
+        ),
+        (
+            plus(&github_endpoint("").replace(
+                "value = \"gh-secret\"",
+                "value = \"gh-secret\", refresh_seconds = 60, max_age_seconds = 30",
+            )),
+            "config error at `endpoints[0].secrets[0].max_age_seconds`: must be between refresh_seconds (60) and 2592000: a value older than max_age_seconds stops verifying, so it has to be refreshed before",
+        ),
+        (
+            plus(&github_endpoint("").replace(
+                "value = \"gh-secret\"",
+                "value = \"gh-secret\", refresh_seconds = 0",
+            )),
+            "config error at `endpoints[0].secrets[0].refresh_seconds`: must be between 1 and 86400",
+        ),
+        (
+            plus(
+                "[vault]\naddress = \"http://vault:8200\"\ntoken = \"env:HOOKGATE_TEST_UNSET_VAR\"\n",
+            ),
+            "config error at `vault.address`: must be an https:// URL, e.g. https://vault.internal:8200 (the token travels with every read)",
+        ),
+        (
+            plus(
+                "[vault]\naddress = \"https://vault:8200\"\ntoken = \"env:HOOKGATE_TEST_UNSET_VAR\"\n",
+            ),
+            "config error at `vault.token`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",
+        ),
+        (
+            plus("[secrets]\nexec_timeout_ms = 0\n"),
+            "config error at `secrets.exec_timeout_ms`: must be between 1 and 120000",
         ),
         (
             plus(&github_endpoint("").replace("\"gh-secret\"", "\"\"")),
@@ -930,7 +969,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
                 &github_endpoint("")
                     .replace("value = \"gh-secret\"", "value = \"gh-secret\", colour = 1"),
             ),
-            "config error at `line 14`: unknown field `colour`, expected one of `version`, `value`, `not_after`, `retired`",
+            "config error at `line 14`: unknown field `colour`, expected one of `version`, `value`, `not_after`, `retired`, `refresh_seconds`, `max_age_seconds`",
         ),
         (
             plus(&github_endpoint("handlers = [\"audit\"]\n")),
@@ -1420,8 +1459,8 @@ allowed_event_types = ["payment_intent.*"]
 rate_limit = { per_second = 3, burst = 3 }
 retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
 handlers = ["payments_projection"]
-# secret version "v2" from <literal, redacted> (redacted)
-# secret version "v1" from <literal, redacted> (redacted), retired = true, not_after = "2026-12-07T00:00:00Z"
+# secret version "v2" from <literal, redacted> (redacted), refresh_seconds = 60, max_age_seconds = 3600
+# secret version "v1" from <literal, redacted> (redacted), retired = true, refresh_seconds = 60, max_age_seconds = 3600, not_after = "2026-12-07T00:00:00Z"
 
 [[endpoints]]
 id = "sw"
@@ -1434,7 +1473,7 @@ handlers = []
 destinations = ["svc", "bus"]
 object_id_pointer = "/data/id"
 object_version_pointer = "/data/v"
-# secret version "v1" from <literal, redacted> (redacted)
+# secret version "v1" from <literal, redacted> (redacted), refresh_seconds = 60, max_age_seconds = 3600
 
 [relay]
 enabled = true
@@ -1463,6 +1502,83 @@ duplicate_window_seconds = 86400
 timeout_ms = 10000
 concurrency = 8
 retry = { base_ms = 1000, cap_ms = 300000, max_attempts = 8 }
+
+[secrets]
+exec_timeout_ms = 5000
 "#;
     assert_eq!(render_redacted(&c), expected);
+}
+
+#[test]
+fn secrets_near_or_past_not_after_are_warned_about() {
+    let now = jiff::Timestamp::now().as_second();
+    let at = |secs: i64| jiff::Timestamp::from_second(secs).unwrap().to_string();
+    let text = plus(&github_endpoint("").replace(
+        "[{ version = \"v1\", value = \"gh-secret\" }]",
+        &format!(
+            "[{{ version = \"soon\", value = \"a\", not_after = \"{}\" }}, \
+              {{ version = \"later\", value = \"b\", not_after = \"{}\" }}, \
+              {{ version = \"gone\", value = \"c\", not_after = \"{}\" }}, \
+              {{ version = \"retired\", value = \"d\", retired = true, not_after = \"{}\" }}]",
+            at(now + 3 * 86_400),
+            at(now + 30 * 86_400),
+            at(now - 60),
+            at(now + 86_400),
+        ),
+    ));
+    let config = Config::from_toml(&text, Path::new("t.toml"), Path::new("/nonexistent")).unwrap();
+    let about = |version: &str| {
+        config
+            .warnings
+            .iter()
+            .filter(|w| w.contains(&format!("(version \"{version}\")")))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        about("soon")[0].contains("expires at"),
+        "{:?}",
+        config.warnings
+    );
+    assert!(about("later").is_empty(), "{:?}", config.warnings);
+    assert!(
+        about("gone")[0].contains("no longer trusted"),
+        "{:?}",
+        config.warnings
+    );
+    assert!(about("retired").is_empty(), "{:?}", config.warnings);
+}
+
+#[test]
+fn literal_secrets_run_only_on_loopback_or_with_dev() {
+    let loopback = Config::from_toml(
+        &plus(&github_endpoint("")),
+        Path::new("t.toml"),
+        Path::new("/nonexistent"),
+    )
+    .unwrap();
+    assert!(loopback.check_dev_only(true, false).is_ok());
+    assert!(
+        loopback
+            .literal_secrets
+            .contains(&"endpoints[0].secrets[0].value".to_owned()),
+        "{:?}",
+        loopback.literal_secrets
+    );
+    // Behind a trusted proxy on a public address: still refused without --dev.
+    let text = plus(&github_endpoint("")).replacen(
+        "listen = \"127.0.0.1:8080\"",
+        "listen = \"0.0.0.0:8080\"\ntrusted_proxies = [\"10.0.0.1\"]",
+        1,
+    );
+    let public = Config::from_toml(&text, Path::new("t.toml"), Path::new("/nonexistent")).unwrap();
+    let refused = public.check_dev_only(true, false).unwrap_err().to_string();
+    assert!(
+        refused.contains("server.listen 0.0.0.0:8080 is not a loopback address"),
+        "{refused}"
+    );
+    assert!(refused.contains("--dev"), "{refused}");
+    assert!(public.check_dev_only(true, true).is_ok());
+    // A worker binds no webhook listener.
+    assert!(public.check_dev_only(false, false).is_ok());
 }

@@ -171,20 +171,21 @@ where
         };
     };
 
-    // 5–6. Verify against every trusted secret version; fail closed when none is left.
+    // 5–6. Verify against every usable secret version; fail closed when none is left.
     let now_ms = state.clock.now_ms();
     let now = now_ms.div_euclid(1000);
-    let trusted: Vec<TrustedSecret<'_>> = cfg
-        .secrets
+    // Trusted (not retired, not past not_after) and read within its max_age: one lock-free
+    // load per version; a value replaced by the refresher stops verifying at once.
+    let usable = ep.usable_secrets(now);
+    let trusted: Vec<TrustedSecret<'_>> = usable
         .iter()
-        .filter(|s| s.trusted_at(now))
-        .map(|s| TrustedSecret {
-            version: &s.version,
-            key: &s.material,
+        .map(|(version, material)| TrustedSecret {
+            version,
+            key: material,
         })
         .collect();
     if trusted.is_empty() {
-        tracing::error!(endpoint = %cfg.id, "no trusted secret version left for endpoint");
+        telemetry::no_usable_secret(&cfg.id);
         return Answer::Unavailable {
             retry_after_secs: RETRY_AFTER_UNAVAILABLE,
         };

@@ -82,7 +82,7 @@ fn config_check_redacts_and_names_bad_keys() {
         ),
         (
             "value = \"whsec_hookgate_dev_stripe_secret\"",
-            "value = \"env:HOOKGATE_TEST_UNSET_VAR\"",
+            "value = \"exec:get-secret-from-path\"",
             "endpoints[0].secrets[0].value",
         ),
         (

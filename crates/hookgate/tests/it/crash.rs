@@ -157,6 +157,11 @@ async fn sighup_rotates_file_secret_and_bad_reload_keeps_running_config() {
     let files = write_config("file:secret").await;
     let secret_file = files.dir.path().join("secret");
     std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    std::fs::set_permissions(
+        &secret_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let p = files.serve(None);
     let addr = p.addr();
     let send = |id: &'static str, secret: &'static str| {

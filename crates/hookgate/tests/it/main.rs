@@ -15,6 +15,7 @@ mod postgres;
 mod processing;
 mod providers;
 mod roles;
+mod secrets;
 mod stage_faults;
 mod tls;
 mod vectors;

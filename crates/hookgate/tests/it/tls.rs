@@ -17,8 +17,9 @@ async fn webhook_over_builtin_tls() {
         q(&dir.path().join("cert.pem").display().to_string()),
         q(&dir.path().join("key.pem").display().to_string())
     );
-    // A public address is allowed because TLS is on.
+    // A public address is allowed because TLS is on; the literal test secrets need --dev there.
     let mut gw = TestGateway::builder()
+        .dev()
         .fixed_clock(NOW)
         .workers(0)
         .listen("0.0.0.0:0")

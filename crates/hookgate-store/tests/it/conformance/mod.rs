@@ -512,7 +512,7 @@ pub async fn ignored_status_stored(store: Arc<dyn Store>) {
 }
 
 /// Every field written at acceptance reads back unchanged; fresh processing state is empty;
-/// listing filters by status and endpoint, newest first, with a limit.
+/// listing filters by status, endpoint and matched secret version, newest first, with a limit.
 pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
     let full = NewInboxRow {
         inbox_id: new_inbox_id(),
@@ -586,6 +586,8 @@ pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
     for i in 0..5 {
         let r = NewInboxRow {
             received_at_ms: 2_000_000 + i,
+            // Rows 1 and 3 were verified by the compromised version.
+            matched_secret_version: if i % 2 == 1 { "v2-leaked" } else { "v1" }.to_owned(),
             ..row("ep-list", &format!("evt_l{i}"))
         };
         listed_ids.push(r.inbox_id.clone());
@@ -616,6 +618,31 @@ pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
         .map(|r| r.inbox_id)
         .collect();
     assert_eq!(got, listed_ids[..2].to_vec());
+    let by_version = EventFilter {
+        matched_secret_version: Some("v2-leaked".to_owned()),
+        ..Default::default()
+    };
+    let got: Vec<_> = store
+        .list_events(&by_version)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.inbox_id)
+        .collect();
+    assert_eq!(got, vec![listed_ids[1].clone(), listed_ids[3].clone()]);
+    let by_version_on_endpoint = EventFilter {
+        endpoint_id: Some("ep-list".to_owned()),
+        limit: Some(1),
+        ..by_version.clone()
+    };
+    let got: Vec<_> = store
+        .list_events(&by_version_on_endpoint)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.inbox_id)
+        .collect();
+    assert_eq!(got, vec![listed_ids[1].clone()]);
     let none = EventFilter {
         status: Some(InboxStatus::Processed),
         ..on_endpoint.clone()

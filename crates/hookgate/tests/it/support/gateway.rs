@@ -63,6 +63,7 @@ pub(crate) struct GatewayBuilder {
     endpoints: Vec<String>,
     log_level: String,
     admin: Vec<String>,
+    dev: bool,
 }
 
 impl Default for GatewayBuilder {
@@ -84,6 +85,7 @@ impl Default for GatewayBuilder {
             endpoints: Vec::new(),
             log_level: "info".into(),
             admin: Vec::new(),
+            dev: false,
         }
     }
 }
@@ -181,6 +183,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// In-process only: what `--dev` does (literal secrets on a non-loopback listener).
+    pub(crate) fn dev(mut self) -> Self {
+        self.dev = true;
+        self
+    }
+
     /// `[log] level` (the binary's logs; in-process tests install no subscriber).
     pub(crate) fn log_level(mut self, level: &str) -> Self {
         self.log_level = level.to_owned();
@@ -258,7 +266,11 @@ impl GatewayBuilder {
             Some(c) => c.clone(),
             None => Arc::new(SystemClock),
         };
-        let gateway = Gateway::start_with(config, Roles::SERVE, GatewayParts::clock(clock))
+        let parts = GatewayParts {
+            dev: self.dev,
+            ..GatewayParts::clock(clock)
+        };
+        let gateway = Gateway::start_with(config, Roles::SERVE, parts)
             .await
             .unwrap();
         TestGateway {
@@ -457,6 +469,17 @@ impl BinaryGateway {
         failpoints: Option<&str>,
         env: &[(&str, &str)],
     ) -> BinaryGateway {
+        Self::launch_with_args(role, config, failpoints, env, &[])
+    }
+
+    /// [`BinaryGateway::launch_with_env`] with extra arguments after `--config` (`--dev`).
+    pub(crate) fn launch_with_args(
+        role: BinaryRole,
+        config: &Path,
+        failpoints: Option<&str>,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> BinaryGateway {
         let mut cmd = Command::new(binary());
         cmd.envs(env.iter().copied());
         cmd.arg(match role {
@@ -465,6 +488,7 @@ impl BinaryGateway {
         })
         .arg("--config")
         .arg(config)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
