@@ -62,6 +62,7 @@ pub(crate) const SIGNATURE_IDS: &[&str] = &[
     "twilio/shared/sdk_test_http_port_80_added",
     "twilio/shared/sdk_test_duplicate_params",
     "twilio/shared/sdk_test_json_body_hash",
+    "clickup/generated/valid_without_history_items",
 ];
 
 /// The provider-required answers to accepted (non-handshake) vectors.
