@@ -211,7 +211,8 @@ impl Planner {
                     .with_context(|| format!("sample event has no {pointer}"))?;
                 *slot = serde_json::Value::String(placeholder.clone());
             }
-            IdLocation::Header(_) => {
+            // the placeholder makes every body, and so every body-digest id, distinct
+            IdLocation::Header(_) | IdLocation::BodyDigest => {
                 let Some(object) = value.as_object_mut() else {
                     bail!("sample event is not a JSON object");
                 };

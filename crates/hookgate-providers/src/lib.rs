@@ -174,6 +174,9 @@ pub enum IdLocation {
     Header(&'static str),
     /// A JSON pointer into the body.
     BodyPointer(&'static str),
+    /// Nowhere: the id is the digest of the verified body (`event_id.fallback = "body_digest"`
+    /// with no location), so distinct bodies are distinct events.
+    BodyDigest,
 }
 
 /// What `sign` needs to produce a provider-identical delivery.

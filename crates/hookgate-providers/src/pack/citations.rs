@@ -77,7 +77,11 @@ pub(crate) fn check_citations(
         out.insert(key, value.to_owned());
     }
     // The facts this pack declares; each needs a citation unless the pack is experimental.
-    let mut facts = vec!["signature", "secret_format", "event_id", "content_types"];
+    let mut facts = vec!["signature", "secret_format", "content_types"];
+    // A pack with no id location (identified by its body digest) declares no id fact.
+    if !spec.event_id.from.is_empty() {
+        facts.push("event_id");
+    }
     if spec.timestamp.is_some() {
         facts.push("timestamp");
     }

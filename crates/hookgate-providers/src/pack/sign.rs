@@ -54,7 +54,9 @@ impl Pack {
     /// Where this provider puts its logical event id (`hookgate send --event-id`).
     pub fn id_location(&self) -> IdLocation {
         match &self.event_id {
+            IdRule::Headers(names) if names.is_empty() => IdLocation::BodyDigest,
             IdRule::Headers(names) => IdLocation::Header(names[0]),
+            IdRule::Json(pointers) if pointers.is_empty() => IdLocation::BodyDigest,
             IdRule::Json(pointers) => IdLocation::BodyPointer(pointers[0]),
             IdRule::Composed(parts) => IdLocation::BodyPointer(parts[0].0),
         }
