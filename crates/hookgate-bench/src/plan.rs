@@ -211,8 +211,8 @@ impl Planner {
                     .with_context(|| format!("sample event has no {pointer}"))?;
                 *slot = serde_json::Value::String(placeholder.clone());
             }
-            // The id is the signature of the body: a unique body field makes it unique.
-            IdLocation::Header(_) | IdLocation::Signature => {
+            // The id is the body's signature or digest: a unique body field makes it unique.
+            IdLocation::Header(_) | IdLocation::Signature | IdLocation::BodyDigest => {
                 let Some(object) = value.as_object_mut() else {
                     bail!("sample event is not a JSON object");
                 };

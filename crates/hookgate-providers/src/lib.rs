@@ -177,6 +177,9 @@ pub enum IdLocation {
     /// Nowhere: the provider sends no id and the pack identifies a delivery by its verified
     /// signature (a different body is a different event).
     Signature,
+    /// Nowhere: the id is the digest of the verified body (`event_id.fallback = "body_digest"`
+    /// with no location), so distinct bodies are distinct events.
+    BodyDigest,
 }
 
 /// What `sign` needs to produce a provider-identical delivery.

@@ -77,7 +77,12 @@ pub(crate) fn check_citations(
         out.insert(key, value.to_owned());
     }
     // The facts this pack declares; each needs a citation unless the pack is experimental.
-    let mut facts = vec!["signature", "secret_format", "event_id", "content_types"];
+    let mut facts = vec!["signature", "secret_format", "content_types"];
+    // A pack with no id location identified by its body digest declares no id fact; one
+    // identified by its signature declares that the provider sends no id (a cited fact).
+    if !spec.event_id.from.is_empty() || spec.event_id.fallback.as_deref() == Some("signature") {
+        facts.push("event_id");
+    }
     if spec.timestamp.is_some() {
         facts.push("timestamp");
     }

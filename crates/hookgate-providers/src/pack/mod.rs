@@ -21,8 +21,8 @@
 //! - `citations`: per fact (`signature`, `secret_format`, `timestamp`, `event_id`,
 //!   `handshake`, `redelivery_horizon`, `content_types`) an https URL of the provider's docs or
 //!   `sdk:<registry>/<package>@<version>:<path>`, a file of an official SDK package. `docs` and
-//!   `sdk` packs cite every fact they declare (a timestamp, a handshake and a horizon only when
-//!   they have one), `sdk` packs at least one in an SDK file; otherwise the pack is
+//!   `sdk` packs cite every fact they declare (an id location, a timestamp, a handshake and a
+//!   horizon only when they have one), `sdk` packs at least one in an SDK file; otherwise the pack is
 //!   `experimental`. A key for a fact the pack lacks is refused.
 //! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
 //!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,

@@ -54,10 +54,14 @@ impl Pack {
     /// Where this provider puts its logical event id (`hookgate send --event-id`).
     pub fn id_location(&self) -> IdLocation {
         match &self.event_id {
+            IdRule::Headers(names) if names.is_empty() => IdLocation::BodyDigest,
             IdRule::Headers(names) => IdLocation::Header(names[0]),
             IdRule::Json(pointers) => match pointers.first() {
                 Some(pointer) => IdLocation::BodyPointer(pointer),
-                None => IdLocation::Signature,
+                None if matches!(self.id_fallback, super::IdFallback::Signature) => {
+                    IdLocation::Signature
+                }
+                None => IdLocation::BodyDigest,
             },
             IdRule::Composed(parts) => IdLocation::BodyPointer(parts[0].0),
         }

@@ -196,6 +196,7 @@ pub(crate) const SIGNATURE_IDS: &[&str] = &[
     "meta/generated/valid_previous_secret_configured",
     "whatsapp/generated/valid_notification",
     "whatsapp/generated/valid_previous_secret_configured",
+    "clickup/generated/valid_without_history_items",
 ];
 
 /// The provider-required answers to accepted (non-handshake) vectors.
@@ -208,6 +209,8 @@ pub(crate) const ANSWERS: &[(&str, u16, Option<&str>, &str)] = &[
         r#"{"type":5}"#,
     ),
     ("discord/shared/valid_webhook_event", 204, None, ""),
+    // Xero expects an empty 200 (its Intent to Receive check counts the body)
+    ("xero", 200, None, ""),
 ];
 
 /// Invalid vectors refused otherwise than their reason code says (earlier, or as another

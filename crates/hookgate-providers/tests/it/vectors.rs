@@ -357,7 +357,7 @@ fn check_id_location(case: &Case, want: &str) -> Result<(), String> {
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             }),
-        IdLocation::Signature => None,
+        IdLocation::Signature | IdLocation::BodyDigest => None,
     };
     match found {
         Some(found) if found == want => Ok(()),

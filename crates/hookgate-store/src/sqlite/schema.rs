@@ -439,7 +439,11 @@ mod tests {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 7);
+        assert_eq!(
+            version,
+            latest_version(),
+            "upgraded through 7 to the latest"
+        );
         let auto_vacuum: i64 = conn
             .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
             .unwrap();

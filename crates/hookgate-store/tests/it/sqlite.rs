@@ -880,10 +880,10 @@ async fn version_4_database_upgrades_to_6() {
     store.close().await;
 }
 
-/// A database at schema version 6 (before the payload key index) opens at version 8 with its
+/// A database at schema version 7 (before the payload key index) opens at version 8 with its
 /// rows, their payloads and key versions as they were; a purged payload pins no key.
 #[tokio::test]
-async fn version_6_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
+async fn version_7_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
     use hookgate_store::{KeyVersionRows, PayloadKeyStore};
     let dir = TempDir::new().unwrap();
     let path = db_path(dir.path());
@@ -900,14 +900,20 @@ async fn version_6_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
     store.close().await;
     drop(store);
     {
-        // As a version 6 gateway left it, then retention purged one payload.
+        // As a version 7 gateway left it, then retention purged one payload.
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 6;",
+            "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 7;",
         )
         .unwrap();
         conn.execute(
             "DELETE FROM inbox_payload WHERE inbox_id = ?1",
+            [&purged.inbox_id],
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE inbox SET payload_purged_at = received_at, status = 'PROCESSED' \
+             WHERE inbox_id = ?1",
             [&purged.inbox_id],
         )
         .unwrap();
