@@ -19,17 +19,19 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "testdata" / "vectors"
 PACKS = ROOT / "crates" / "hookgate-providers" / "packs"
 
-def packs_with_format(fmt):
-    """Pack ids (sorted) whose signature header has this syntax, as fuzz/src/lib.rs groups them."""
+def packs_with_format(*fmts):
+    """Pack ids (sorted) whose signature header has one of these syntaxes, as fuzz/src/lib.rs
+    groups them."""
     out = []
     for path in sorted(PACKS.glob("*.json"), key=lambda p: p.stem):
         signature = json.loads(path.read_text()).get("signature", {})
-        if signature.get("headers") and fmt in signature.get("format", {}):
+        if signature.get("headers") and any(f in signature.get("format", {}) for f in fmts):
             out.append(path.stem)
     return out
 
 
-PLAIN = packs_with_format("plain")
+# A timestamp_then_signatures header (one comma list) is fuzzed with the plain ones.
+PLAIN = packs_with_format("plain", "timestamp_then_signatures")
 KEY_VALUE = packs_with_format("key_value")
 VERSIONED_LIST = packs_with_format("versioned_list")
 BATCHED = [p.stem for p in sorted(PACKS.glob("*.json"), key=lambda p: p.stem)

@@ -20,6 +20,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --features hookgate/failpoints -- -D warnings
 # Without failpoints too: code and tests behind the feature must not leave the default build warning.
 cargo clippy --workspace --all-targets -- -D warnings
+# The fuzz targets' API (feature `fuzzing`) is built only by the fuzz smoke run: check it early.
+cargo clippy -p hookgate-providers --features fuzzing -- -D warnings
 echo "== cargo deny (deny.toml)"
 cargo deny check bans licenses sources
 if [ "${HOOKGATE_DENY_ADVISORIES:-0}" = "1" ]; then
