@@ -46,15 +46,8 @@ pub(crate) fn url_variants(url: &str) -> Vec<String> {
 /// `name value name value …` concatenated.
 pub(crate) fn sorted_params(body: &[u8]) -> Vec<u8> {
     let mut params: BTreeMap<Vec<u8>, BTreeSet<Vec<u8>>> = BTreeMap::new();
-    for pair in body.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
-        let (name, value) = match pair.iter().position(|&b| b == b'=') {
-            Some(eq) => (&pair[..eq], &pair[eq + 1..]),
-            None => (pair, &pair[pair.len()..]),
-        };
-        params
-            .entry(common::form_decode(name))
-            .or_default()
-            .insert(common::form_decode(value));
+    for (name, value) in decoded_pairs(body) {
+        params.entry(name).or_default().insert(value);
     }
     let mut out = Vec::with_capacity(body.len());
     for (name, values) in params {
@@ -231,19 +224,26 @@ impl Pack {
     }
 }
 
+/// The `name=value` pairs of a query or form body, form-decoded, in order (a pair without `=`
+/// has an empty value).
+fn decoded_pairs(raw: &[u8]) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> + '_ {
+    raw.split(|&b| b == b'&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| match pair.iter().position(|&b| b == b'=') {
+            Some(eq) => (
+                common::form_decode(&pair[..eq]),
+                common::form_decode(&pair[eq + 1..]),
+            ),
+            None => (common::form_decode(pair), Vec::new()),
+        })
+}
+
 /// Decoded `name=value` pairs of a query or form, names sorted, each name's values sorted
 /// (repeats kept).
 fn sorted_pairs(raw: &[u8]) -> BTreeMap<Vec<u8>, Vec<Vec<u8>>> {
     let mut pairs: BTreeMap<Vec<u8>, Vec<Vec<u8>>> = BTreeMap::new();
-    for pair in raw.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
-        let (name, value) = match pair.iter().position(|&b| b == b'=') {
-            Some(eq) => (&pair[..eq], &pair[eq + 1..]),
-            None => (pair, &pair[pair.len()..]),
-        };
-        pairs
-            .entry(common::form_decode(name))
-            .or_default()
-            .push(common::form_decode(value));
+    for (name, value) in decoded_pairs(raw) {
+        pairs.entry(name).or_default().push(value);
     }
     for values in pairs.values_mut() {
         values.sort();
