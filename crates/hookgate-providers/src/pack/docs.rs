@@ -90,6 +90,7 @@ impl Encoding {
             Encoding::Hex => "hex",
             Encoding::Base64 => "base64",
             Encoding::Base64Url => "base64url",
+            Encoding::Base64Hex => "base64 of the lower-case hex",
             Encoding::Text => "text",
         }
     }
@@ -418,6 +419,14 @@ impl Pack {
             }
             (TokenSource::BodyJson(pointer), _) => format!("body {pointer}: the token itself"),
             (TokenSource::BodyForm(name), _) => format!("form field {name}: the token itself"),
+            (TokenSource::HeaderOption(option), form) => format!(
+                "the header named by the endpoint option {option}: {}",
+                match form {
+                    TokenForm::Plain => "the token itself",
+                    TokenForm::Bearer => "`Bearer <token>`",
+                    TokenForm::Basic => "`Basic base64(user:password)`",
+                }
+            ),
             (TokenSource::Header, TokenForm::Plain) => header_text,
             (TokenSource::Header, TokenForm::Bearer) => format!(
                 "header {}: `Bearer <token>`",

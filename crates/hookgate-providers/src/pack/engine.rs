@@ -350,6 +350,8 @@ impl Pack {
             (Vec::new(), None)
         } else if let Some(tokens) = self.token_from_query(ctx)? {
             (tokens, None)
+        } else if let Some(tokens) = self.token_from_option_header(ctx)? {
+            (tokens, None)
         } else {
             self.parse_signatures(headers)?
         };

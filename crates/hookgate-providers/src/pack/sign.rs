@@ -288,9 +288,18 @@ impl Pack {
         {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
-        if let (Some(encoded), Some(name)) = (signature, self.signature_header_names.first()) {
+        let signature_header = match self.token_source {
+            super::TokenSource::HeaderOption(option) => super::header_option::header(options, option),
+            _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
+        };
+        if let (Some(encoded), Some(name)) = (signature, signature_header) {
             let value = self.signature_value(&encoded, timestamp.as_deref());
-            common::push_header(&mut headers, name, &value);
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_str(&value),
+            ) {
+                headers.push((name, value));
+            }
         }
         SignedDelivery { headers, body, url }
     }
