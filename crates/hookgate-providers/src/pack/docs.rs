@@ -339,6 +339,7 @@ impl Pack {
                 kv_separator,
                 signature_keys,
                 timestamp_key,
+                group_separator,
                 ..
             } => {
                 let keys: Vec<String> = signature_keys.iter().map(|k| format!("`{k}`")).collect();
@@ -349,6 +350,12 @@ impl Pack {
                 );
                 if let Some(t) = timestamp_key {
                     let _ = write!(text, "; the timestamp is item `{t}`");
+                }
+                if let Some(g) = group_separator {
+                    let _ = write!(
+                        text,
+                        "; whole sets separated by `{g}` (one per secret), each set's signatures                          candidates when its timestamp is the first set's"
+                    );
                 }
                 text
             }

@@ -119,6 +119,7 @@ mod extract;
 pub mod fuzzing;
 mod generic;
 mod header_option;
+mod key_value;
 mod jwt;
 mod page;
 mod primitives;
@@ -384,6 +385,8 @@ pub(crate) enum SignatureFormat {
         signature_keys: Vec<&'static str>,
         timestamp_key: Option<&'static str>,
         skip_undecodable: bool,
+        /// Whole `key=value` sets separated by this (one per secret: Persona's rotation).
+        group_separator: Option<&'static str>,
     },
     /// `<ts><sep><sig>[<sep><sig>…]`.
     TimestampThenSignatures { separator: &'static str },

@@ -320,6 +320,11 @@ pub struct KeyValueFormatSpec {
     /// A signature item that does not decode is skipped instead of refusing the request.
     #[serde(default)]
     pub skip_undecodable: bool,
+    /// The header holds whole sets of items separated by this (one set per active secret,
+    /// each with its own timestamp item); every set's signatures are candidates at the first
+    /// set's time.
+    #[serde(default)]
+    pub group_separator: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
