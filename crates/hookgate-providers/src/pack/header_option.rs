@@ -111,7 +111,11 @@ mod tests {
         pack.check_options(&values)
     }
 
-    fn tokens(pack: &Pack, opts: &EndpointOptions, headers: &HeaderMap) -> Result<usize, Rejection> {
+    fn tokens(
+        pack: &Pack,
+        opts: &EndpointOptions,
+        headers: &HeaderMap,
+    ) -> Result<usize, Rejection> {
         let ctx = RequestContext {
             method: &http::Method::POST,
             headers,
@@ -119,7 +123,8 @@ mod tests {
             public_url: None,
             options: opts,
         };
-        pack.token_from_option_header(&ctx).map(|t| t.map_or(0, |t| t.len()))
+        pack.token_from_option_header(&ctx)
+            .map(|t| t.map_or(0, |t| t.len()))
     }
 
     #[test]

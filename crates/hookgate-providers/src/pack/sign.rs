@@ -289,7 +289,9 @@ impl Pack {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
         let signature_header = match self.token_source {
-            super::TokenSource::HeaderOption(option) => super::header_option::header(options, option),
+            super::TokenSource::HeaderOption(option) => {
+                super::header_option::header(options, option)
+            }
             _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
         };
         if let (Some(encoded), Some(name)) = (signature, signature_header) {
