@@ -51,6 +51,9 @@ def secret_key(fmt, text):
     """Key bytes of a configured secret, per the vector format's `secret_format`."""
     if fmt == "utf8":
         return text.encode()
+    if fmt == "utf8_nfkd":
+        import unicodedata
+        return unicodedata.normalize("NFKD", text).encode()
     if fmt == "hex":
         return bytes.fromhex(text)
     if fmt == "base64":

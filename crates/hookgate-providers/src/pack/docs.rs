@@ -39,6 +39,7 @@ impl SecretFormat {
             SecretFormat::WhsecBase64OrUtf8 => "whsec_base64_or_utf8",
             SecretFormat::Ed25519PublicBase64 => "ed25519_public_base64",
             SecretFormat::KeyIdAndSecret => "key_id_and_secret",
+            SecretFormat::Utf8Nfkd => "utf8_nfkd",
         }
     }
 
@@ -79,6 +80,10 @@ impl SecretFormat {
             SecretFormat::KeyIdAndSecret => {
                 "`<key id>:<secret>`: the key id the request names, a colon, then the secret \
                  string used verbatim"
+            }
+            SecretFormat::Utf8Nfkd => {
+                "the secret string as the provider shows it, Unicode NFKD-normalised, then its \
+                 UTF-8 bytes (identical to `utf8` for ASCII secrets)"
             }
         }
     }

@@ -37,7 +37,8 @@
 //!   `x509_pem` (a pinned certificate; the request never chooses it); `whsec_base64_or_utf8`
 //!   (a `whsec_` secret base64-decoded, any other its UTF-8 bytes); `key_id_and_secret`
 //!   (`<key id>:<secret>`, with `signature.key_id_header` naming the key a request uses: only
-//!   secrets with that key id are tried).
+//!   secrets with that key id are tried); `utf8_nfkd` (the secret's Unicode NFKD form as UTF-8:
+//!   EasyPost).
 //! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
 //!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
@@ -307,6 +308,8 @@ pub(crate) enum SecretFormat {
     Ed25519PublicBase64,
     /// `<key id>:<secret>`: the request names the key id (`signature.key_id_header`).
     KeyIdAndSecret,
+    /// The secret's Unicode NFKD normal form, as UTF-8 (EasyPost).
+    Utf8Nfkd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

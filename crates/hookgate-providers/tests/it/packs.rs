@@ -1041,7 +1041,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""secret_format": "utf8""#,
             r#""secret_format": "pem""#,
-            r#"packs.linear.secret_format: unknown secret format "pem" (expected utf8, whsec_base64, hex, base64, ed25519_public_hex, p256_spki_der_base64, x509_pem, whsec_base64_or_utf8, ed25519_public_base64, key_id_and_secret)"#,
+            r#"packs.linear.secret_format: unknown secret format "pem" (expected utf8, whsec_base64, hex, base64, ed25519_public_hex, p256_spki_der_base64, x509_pem, whsec_base64_or_utf8, ed25519_public_base64, key_id_and_secret, utf8_nfkd)"#,
         ),
         (
             r#""tolerance_seconds": 60"#,
