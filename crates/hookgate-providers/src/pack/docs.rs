@@ -364,11 +364,17 @@ impl Pack {
                 separator,
                 version_separator,
                 versions,
+                key_id_first,
             } => {
                 let versions: Vec<String> = versions.iter().map(|v| format!("`{v}`")).collect();
+                let key_id = if *key_id_first {
+                    format!("<key id>{version_separator}")
+                } else {
+                    String::new()
+                };
                 format!(
-                    "`<version>{version_separator}<signature>` entries separated by {}; every {} \
-                     entry is a candidate (other versions are skipped)",
+                    "`{key_id}<version>{version_separator}<signature>` entries separated by {}; \
+                     every {} entry is a candidate (other versions are skipped)",
                     if *separator == " " {
                         "spaces".to_owned()
                     } else {
@@ -378,10 +384,12 @@ impl Pack {
                 )
             }
         };
-        let mut text = if headers.is_empty() {
-            String::new()
-        } else {
-            format!("header {headers}: {format}")
+        let mut text = match self.token_source {
+            super::TokenSource::Query(name) if self.scheme != Scheme::SharedToken => {
+                format!("query parameter {name}: {format}")
+            }
+            _ if headers.is_empty() => String::new(),
+            _ => format!("header {headers}: {format}"),
         };
         if let Some(fields) = &self.fields {
             let place = match &self.batch {

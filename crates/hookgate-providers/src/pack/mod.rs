@@ -53,8 +53,13 @@
 //!     timestamp read as `signature:timestamp`;
 //!   - `{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["v1"],
 //!     "timestamp_key": "t", "skip_undecodable": false}}`: Stripe-like lists, other keys ignored;
-//!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
-//!     Standard Webhooks-like lists, other versions ignored.
+//!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"],
+//!     "key_id_first": false}}`: Standard Webhooks-like lists, other versions ignored; with
+//!     `key_id_first` each entry is `<key id><sep><version><sep><signature>` (Worldpay's
+//!     `1/SHA256/…`), every listed version's entry a candidate whatever its key id.
+//!   - `signature.query_param` instead of `headers` (the `hmac` scheme): the signature is a
+//!     query parameter of the URL the provider calls (PandaDoc), read from the request's
+//!     query, else from `public_url`'s; `sign` appends it to the URL.
 //!
 //!   `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
 //!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
@@ -123,6 +128,7 @@ mod jwt;
 mod page;
 mod primitives;
 mod provider_page;
+mod query_signature;
 mod schemes;
 mod sign;
 mod spec;
@@ -391,6 +397,8 @@ pub(crate) enum SignatureFormat {
         separator: &'static str,
         version_separator: &'static str,
         versions: Vec<&'static str>,
+        /// Entries are `<key id><sep><version><sep><signature>`.
+        key_id_first: bool,
     },
 }
 
