@@ -88,6 +88,8 @@ def encode(encoding, tag):
         return base64.b64encode(tag).decode()
     if encoding == "base64url":
         return base64.urlsafe_b64encode(tag).decode().rstrip("=")
+    if encoding == "base64_hex":
+        return base64.b64encode(tag.hex().encode()).decode()
     fail(f"unknown encoding {encoding!r}")
 
 
@@ -190,13 +192,15 @@ def token_request(pack, recipe, secret, event_id):
             headers[location[7:]] = event_id
             break
     headers.update(recipe.get("headers", {}))
-    if sig.get("headers"):
+    # a token in the header the endpoint names (`header_option`): the recipe's config names it
+    name = recipe.get("config", {})[sig["header_option"]] if sig.get("header_option") else (sig.get("headers") or [None])[0]
+    if name:
         form = sig.get("token_form", "plain")
         if form == "bearer":
             secret = "Bearer " + secret
         elif form == "basic":
             secret = "Basic " + base64.b64encode(secret.encode()).decode()
-        headers[sig["headers"][0]] = secret
+        headers[name] = secret
     return headers
 
 
@@ -326,7 +330,10 @@ def signed_object_pointers(pack, doc):
 
 
 def signature_headers_present(pack, v):
-    return [h for h in v["headers"] if h.lower() in [n.lower() for n in pack["signature"].get("headers", [])]]
+    names = list(pack["signature"].get("headers", []))
+    if pack["signature"].get("header_option"):
+        names.append(v.get("config", {})[pack["signature"]["header_option"]])
+    return [h for h in v["headers"] if h.lower() in [n.lower() for n in names]]
 
 
 def timestamp_of(pack, v):

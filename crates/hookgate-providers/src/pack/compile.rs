@@ -250,6 +250,7 @@ impl PackSpec {
                 ("hex", Encoding::Hex),
                 ("base64", Encoding::Base64),
                 ("base64url", Encoding::Base64Url),
+                ("base64_hex", Encoding::Base64Hex),
                 ("text", Encoding::Text),
             ],
         )?;

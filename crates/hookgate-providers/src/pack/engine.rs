@@ -147,35 +147,20 @@ impl Pack {
                 signature_keys,
                 timestamp_key,
                 skip_undecodable,
+                group_separator,
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
                         .ok_or(bad(MissingSignature))?;
-                let mut timestamp = None;
-                let mut out = Vec::new();
-                for (count, item) in text.split(pair_separator).enumerate() {
-                    if count >= MAX_SIGNATURE_ENTRIES {
-                        return Err(bad(MalformedSignature));
-                    }
-                    let (key, value) = item
-                        .split_once(kv_separator)
-                        .ok_or(bad(MalformedSignature))?;
-                    if Some(key) == *timestamp_key {
-                        if timestamp.replace(value).is_some() {
-                            return Err(bad(MalformedSignature));
-                        }
-                    } else if signature_keys.contains(&key) {
-                        match self.tag(value) {
-                            Ok(tag) => out.push(tag),
-                            Err(_) if *skip_undecodable => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-                if timestamp_key.is_some() && timestamp.is_none() {
-                    return Err(bad(MalformedSignature));
-                }
-                Ok((out, timestamp.map(str::to_owned)))
+                let format = super::key_value::KeyValueFormat {
+                    pair_separator,
+                    kv_separator,
+                    signature_keys,
+                    timestamp_key: *timestamp_key,
+                    skip_undecodable: *skip_undecodable,
+                    group_separator: *group_separator,
+                };
+                self.parse_key_value(text, &format)
             }
             SignatureFormat::TimestampThenSignatures { separator } => {
                 let text =
@@ -358,6 +343,8 @@ impl Pack {
         let (signatures, param_timestamp) = if in_body {
             (Vec::new(), None)
         } else if let Some(tokens) = self.token_from_query(ctx)? {
+            (tokens, None)
+        } else if let Some(tokens) = self.token_from_option_header(ctx)? {
             (tokens, None)
         } else {
             self.parse_signatures(headers)?

@@ -13,7 +13,7 @@
 //!
 //! Deserialised with `deny_unknown_fields` into [`PackSpec`], then [`PackSpec::compile`]d into a
 //! [`Pack`]; errors name the field path (`packs.linear.signature.encoding: unknown
-//! encoding "hexx" (expected hex, base64, base64url, text)`).
+//! encoding "hexx" (expected hex, base64, base64url, base64_hex, text)`).
 //!
 //! - `id` (the vector file's name), `display_name`, `evidence` (`docs` | `sdk` |
 //!   `experimental`), `sources` (https URLs), `notes`, `vectors` (how many known-answer
@@ -124,7 +124,9 @@ mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
+mod header_option;
 mod jwt;
+mod key_value;
 mod page;
 mod primitives;
 mod provider_page;
@@ -330,6 +332,8 @@ pub(crate) enum Encoding {
     Hex,
     Base64,
     Base64Url,
+    /// Base64 of the lower-case hex text of the tag (Solidgate).
+    Base64Hex,
     /// The header text itself (shared tokens).
     Text,
 }
@@ -390,6 +394,8 @@ pub(crate) enum SignatureFormat {
         signature_keys: Vec<&'static str>,
         timestamp_key: Option<&'static str>,
         skip_undecodable: bool,
+        /// Whole `key=value` sets separated by this (one per secret: Persona's rotation).
+        group_separator: Option<&'static str>,
     },
     /// `<ts><sep><sig>[<sep><sig>…]`.
     TimestampThenSignatures { separator: &'static str },
@@ -503,6 +509,8 @@ pub(crate) enum TokenSource {
     BodyJson(&'static str),
     /// A field of a form body.
     BodyForm(&'static str),
+    /// The header named by this endpoint option (`signature.header_option`).
+    HeaderOption(&'static str),
 }
 
 /// How a shared token is written where it is found.

@@ -308,10 +308,21 @@ impl Pack {
                 let value = self.signature_value(&encoded, timestamp.as_deref());
                 url = Some(with_query_param(url.as_deref(), param, &value));
             }
-            (Some(encoded), _) => {
-                if let Some(name) = self.signature_header_names.first() {
+            (Some(encoded), source) => {
+                let signature_header = match source {
+                    TokenSource::HeaderOption(option) => {
+                        super::header_option::header(options, option)
+                    }
+                    _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
+                };
+                if let Some(name) = signature_header {
                     let value = self.signature_value(&encoded, timestamp.as_deref());
-                    common::push_header(&mut headers, name, &value);
+                    if let (Ok(name), Ok(value)) = (
+                        http::HeaderName::from_bytes(name.as_bytes()),
+                        http::HeaderValue::from_str(&value),
+                    ) {
+                        headers.push((name, value));
+                    }
                 }
             }
             (None, _) => {}

@@ -235,6 +235,11 @@ pub(crate) fn signature_format(
                 signature_keys: kv.signature_keys.iter().map(|k| keep(k)).collect(),
                 timestamp_key: kv.timestamp_key.as_deref().map(keep),
                 skip_undecodable: kv.skip_undecodable,
+                group_separator: kv
+                    .group_separator
+                    .as_deref()
+                    .map(|s| non_empty(paths, &f("group_separator"), s))
+                    .transpose()?,
             }
         }
         SignatureFormatSpec::TimestampThenSignatures(t) => {
