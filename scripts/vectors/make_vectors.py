@@ -120,7 +120,7 @@ def header_of(headers, name):
     return None
 
 
-def signed_bytes(template, body, headers, ts_text, event_id, url, options):
+def signed_bytes(template, body, headers, ts_text, event_id, url, options, items=None):
     """The signed bytes: the template's literal text with its placeholders filled in."""
     out = b""
     for literal, placeholder in re.findall(r"([^{]*)(?:\{([^}]*)\})?", template):
@@ -141,6 +141,8 @@ def signed_bytes(template, body, headers, ts_text, event_id, url, options):
             out += header_of(headers, placeholder[7:]).encode()
         elif placeholder.startswith("option:"):
             out += options[placeholder[7:]].encode()
+        elif placeholder.startswith("signature:"):
+            out += (items or {})[placeholder[10:]].encode()
         else:
             fail(f"cannot sign the placeholder {{{placeholder}}}")
     return out
@@ -204,7 +206,7 @@ def token_request(pack, recipe, secret, event_id):
     return headers
 
 
-def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
+def sign_request(pack, recipe, secret, body, event_id, ts, url, options, items=None):
     """Headers of a request signed with `secret` at `ts`: HMAC over the template, or for
     `rsa_sha256_certificate` packs RSA with the private key the recipe pairs with `secret`."""
     sig = pack["signature"]
@@ -228,7 +230,7 @@ def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
             headers[location[7:]] = event_id
             break
     headers.update(recipe.get("headers", {}))
-    message = signed_bytes(template, body, headers, ts_text, event_id, url or "", options)
+    message = signed_bytes(template, body, headers, ts_text, event_id, url or "", options, items)
     if pack["scheme"] == "rsa_sha256_certificate":
         key_file = recipe["signing_key_files"][recipe["secrets"].index(secret)]
         digest = rsa_pkcs1_sha256((ROOT / key_file).read_text(), message)
@@ -241,11 +243,11 @@ def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
         value = (fmt["plain"].get("prefix") or "") + value
     elif "key_value" in fmt:
         kv = fmt["key_value"]
-        items = []
+        items_out = [k + kv["kv_separator"] + v for k, v in (items or {}).items()]
         if kv.get("timestamp_key"):
-            items.append(kv["timestamp_key"] + kv["kv_separator"] + ts_text)
-        items.append(kv["signature_keys"][0] + kv["kv_separator"] + value)
-        value = kv["pair_separator"].join(items)
+            items_out.append(kv["timestamp_key"] + kv["kv_separator"] + ts_text)
+        items_out.append(kv["signature_keys"][0] + kv["kv_separator"] + value)
+        value = kv["pair_separator"].join(items_out)
     elif "versioned_list" in fmt:
         vl = fmt["versioned_list"]
         value = vl["versions"][0] + vl["version_separator"] + value
@@ -539,7 +541,9 @@ def signed_vectors(pack, recipe):
         if event_id is None and pack["event_id"].get("fallback") == "body_digest":
             # the engine's fallback id: sha256: + the hex SHA-256 of the verified body
             event_id = "sha256:" + hashlib.sha256(body).hexdigest()
-        headers = sign_request(pack, recipe, signer, body, event_id or "", ts, sample.get("url", recipe.get("url")), recipe.get("config", {}))
+        # `{signature:<key>}` items (a nonce in the signature header): per request or recipe
+        items = sample.get("signature_items", recipe.get("signature_items"))
+        headers = sign_request(pack, recipe, signer, body, event_id or "", ts, sample.get("url", recipe.get("url")), recipe.get("config", {}), items)
         signed_url = headers.pop(QUERY_URL, None)
         v = {
             "name": f"{pack['id']}/generated/{sample['name']}",

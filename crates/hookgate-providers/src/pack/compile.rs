@@ -294,6 +294,7 @@ impl PackSpec {
             (None, false) => Vec::new(),
         };
         let option_rules = option_rules(paths, self)?;
+        super::key_value::check_signature_items(paths, &parts, &format)?;
         for part in &parts {
             if let Part::Option(name) = part
                 && !option_rules.iter().any(|o| o.name == *name && o.required)

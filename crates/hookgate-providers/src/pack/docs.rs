@@ -531,6 +531,9 @@ impl Pack {
                     let _ = write!(out, "{{option:{o}}}");
                 }
                 Part::BodyCrc32 => out.push_str("{body_crc32}"),
+                Part::SignatureItem(k) => {
+                    let _ = write!(out, "{{signature:{k}}}");
+                }
             }
         }
         out

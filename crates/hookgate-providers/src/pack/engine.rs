@@ -282,7 +282,7 @@ impl Pack {
                     .id
                     .map(str::as_bytes)
                     .ok_or(bad(BadRequestReason::MissingId)),
-                Part::Header(_) => header_values
+                Part::Header(_) | Part::SignatureItem(_) => header_values
                     .next()
                     .map(|v| v.as_bytes())
                     .ok_or(bad(BadRequestReason::MissingSignature)),
@@ -392,14 +392,7 @@ impl Pack {
                 .filter(|id| !id.is_empty())
                 .ok_or(bad(MissingSignature))?;
         }
-        let mut template_values = Vec::new();
-        for part in &self.template {
-            if let Part::Header(name) = part {
-                let value = signed_header(headers, name, MalformedSignature)?
-                    .ok_or(bad(MissingSignature))?;
-                template_values.push(value.to_owned());
-            }
-        }
+        let template_values = self.template_values(headers)?;
         let header_event_type = match first_header(&self.event_type) {
             Some(name) => info_header(headers, &[name])?,
             None => None,

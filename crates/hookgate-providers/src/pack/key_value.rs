@@ -4,9 +4,44 @@
 //! the timestamp is the first group's, and a later group stamped with another time is skipped
 //! (its signature covers a time this request does not carry), never trusted.
 
-use super::Pack;
-use crate::common::{MAX_SIGNATURE_ENTRIES, bad};
+use http::HeaderMap;
+
+use super::syntax::Paths;
+use super::{Pack, PackError, Part, SignatureFormat};
+use crate::common::{MAX_SIGNATURE_ENTRIES, bad, signed_header, signed_header_any};
 use crate::{BadRequestReason, Rejection};
+
+/// `{signature:<key>}` template parts: only with a `key_value` format, and never its
+/// timestamp or signature keys (those have their own meaning).
+pub(crate) fn check_signature_items(
+    paths: &Paths,
+    parts: &[Part],
+    format: &SignatureFormat,
+) -> Result<(), PackError> {
+    for part in parts {
+        let Part::SignatureItem(key) = part else {
+            continue;
+        };
+        let fits = match format {
+            SignatureFormat::KeyValue {
+                signature_keys,
+                timestamp_key,
+                ..
+            } => !signature_keys.contains(key) && *timestamp_key != Some(*key),
+            _ => false,
+        };
+        if !fits {
+            return Err(paths.err(
+                "signature.signed",
+                format!(
+                    "{{signature:{key}}} names an item of a key_value signature header other \
+                     than its signature and timestamp keys"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// The settings of a `key_value` format, borrowed from the compiled pack.
 pub(crate) struct KeyValueFormat<'a> {
@@ -19,6 +54,63 @@ pub(crate) struct KeyValueFormat<'a> {
 }
 
 impl Pack {
+    /// The values of the template's `{header:…}` and `{signature:…}` parts, in template
+    /// order, from the request head (a missing one: 400 `missing_signature`).
+    pub(crate) fn template_values(&self, headers: &HeaderMap) -> Result<Vec<String>, Rejection> {
+        use BadRequestReason::{MalformedSignature, MissingSignature};
+        let mut out = Vec::new();
+        for part in &self.template {
+            match part {
+                Part::Header(name) => out.push(
+                    signed_header(headers, name, MalformedSignature)?
+                        .ok_or(bad(MissingSignature))?
+                        .to_owned(),
+                ),
+                Part::SignatureItem(key) => out.push(self.signature_item(headers, key)?),
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    /// Item `key` of the (first set of the) `key_value` signature header: exactly one,
+    /// not empty.
+    fn signature_item(&self, headers: &HeaderMap, key: &str) -> Result<String, Rejection> {
+        let malformed = bad(BadRequestReason::MalformedSignature);
+        let SignatureFormat::KeyValue {
+            pair_separator,
+            kv_separator,
+            group_separator,
+            ..
+        } = &self.format
+        else {
+            return Err(malformed);
+        };
+        let text = signed_header_any(
+            headers,
+            self.signature_header_names,
+            BadRequestReason::MalformedSignature,
+        )?
+        .ok_or(bad(BadRequestReason::MissingSignature))?;
+        let group = match group_separator {
+            Some(g) => text.split(*g).find(|s| !s.is_empty()).unwrap_or_default(),
+            None => text,
+        };
+        let mut found = None;
+        for item in group.split(*pair_separator) {
+            if let Some((k, v)) = item.split_once(*kv_separator)
+                && k == key
+                && found.replace(v).is_some()
+            {
+                return Err(malformed);
+            }
+        }
+        found
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+            .ok_or(malformed)
+    }
+
     /// The candidates of a `key_value` header and its timestamp text.
     pub(crate) fn parse_key_value(
         &self,
@@ -171,10 +263,77 @@ mod tests {
             verify(&unstamped, &["new-secret"], body),
             Err(bad(BadRequestReason::MalformedSignature))
         );
-        let many = vec![single.as_str(); MAX_SIGNATURE_ENTRIES + 1].join(" ");
+        let many = [single.as_str(); MAX_SIGNATURE_ENTRIES + 1].join(" ");
         assert_eq!(
             verify(&many, &["new-secret"], body),
             Err(bad(BadRequestReason::MalformedSignature))
         );
+    }
+
+    /// NMI's shape: `t=<nonce>,s=<hex HMAC-SHA256 of "<nonce>.<body>">`.
+    fn nonce_pack(format: &str) -> Result<Pack, PackError> {
+        let text = format!(
+            r#"{{"id": "nonced", "display_name": "Nonced", "scheme": "hmac", "vectors": 0,
+            "evidence": "experimental", "sources": ["https://example.com/"],
+            "content_types": ["application/json"], "secret_format": "utf8",
+            "signature": {{"headers": ["Webhook-Signature"], "format": {format},
+              "algorithm": "hmac-sha256", "encoding": "hex", "signed": "{{signature:t}}.{{body}}"}},
+            "event_id": {{"from": ["json:/id"], "signed": true, "retries_keep_id": "yes"}}}}"#
+        );
+        PackSpec::from_json("packs.nonced", &text).and_then(|s| s.compile())
+    }
+
+    #[test]
+    fn a_signature_item_is_part_of_the_signed_bytes() {
+        let kv = r#"{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["s"]}}"#;
+        let pack = nonce_pack(kv).unwrap();
+        let body = br#"{"id":"evt_9"}"#;
+        let mut mac = Hmac::<Sha256>::new_from_slice(b"signing-key").unwrap();
+        mac.update(b"n0nce.");
+        mac.update(body);
+        let sig = crate::common::encode_lower_hex(&mac.finalize().into_bytes());
+        let run = |header: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("webhook-signature", HeaderValue::from_str(header).unwrap());
+            let ctx = RequestContext::post(&headers);
+            let metadata = pack.parse_metadata(&ctx)?;
+            let key = SecretMaterial::new(b"signing-key".to_vec());
+            let trusted = [TrustedSecret {
+                version: "v",
+                key: &key,
+            }];
+            pack.verify(&ctx, &metadata, body, &trusted, NOW, None)
+                .map(|v| v.matched_secret_index)
+        };
+        assert_eq!(run(&format!("t=n0nce,s={sig}")), Ok(0));
+        assert_eq!(
+            run(&format!("s={sig},t=n0nce")),
+            Ok(0),
+            "items in any order"
+        );
+        assert_eq!(
+            run(&format!("t=n0ncf,s={sig}")),
+            Err(Rejection::InvalidSignature)
+        );
+        for bad_header in [
+            format!("s={sig}"),
+            format!("t=,s={sig}"),
+            format!("t=a,t=b,s={sig}"),
+        ] {
+            assert_eq!(
+                run(&bad_header),
+                Err(bad(BadRequestReason::MalformedSignature)),
+                "{bad_header}"
+            );
+        }
+        // only a key_value format has items, and never its signature or timestamp keys
+        let message = "packs.nonced.signature.signed: {signature:t} names an item of a key_value \
+            signature header other than its signature and timestamp keys";
+        assert_eq!(
+            nonce_pack(r#"{"plain": {}}"#).unwrap_err().to_string(),
+            message
+        );
+        let sig_key = r#"{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["t"]}}"#;
+        assert_eq!(nonce_pack(sig_key).unwrap_err().to_string(), message);
     }
 }

@@ -43,7 +43,8 @@
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
 //!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
 //!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
-//!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
+//!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`,
+//!   `{signature:key}` (an item of a `key_value` header);
 //!   parsed once at compile time), and `format`, one of
 //!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false,
 //!     "each_header": false}}`: the value is one signature; with `repeated_header` every
@@ -378,6 +379,8 @@ pub(crate) enum Part {
     Option(&'static str),
     /// The CRC-32 of the body as an unsigned decimal (PayPal).
     BodyCrc32,
+    /// An item of the `key_value` signature header that is not the signature (NMI's nonce).
+    SignatureItem(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -189,7 +189,7 @@ pub struct SignatureSpec {
     /// text: Solidgate) or `text` (shared tokens).
     pub encoding: String,
     /// The signed-bytes template: literal text and `{body}` (or `{body_crc32}`), `{ts}`,
-    /// `{id}`, `{header:Name}`, `{url}`, `{option:name}`.
+    /// `{id}`, `{header:Name}`, `{url}`, `{option:name}`, `{signature:key}` (a `key_value` item).
     #[serde(default)]
     pub signed: Option<String>,
     /// `url_params_hmac`: a header whose `algorithm=` item selects the HMAC (Twilio's

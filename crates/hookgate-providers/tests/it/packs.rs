@@ -1073,7 +1073,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""signed": "{body}""#,
             r#""signed": "{bdy}""#,
-            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, ts, id, url, header:Name, option:name)",
+            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, ts, id, url, header:Name, option:name, signature:key)",
         ),
         (
             r#""signed": "{body}""#,
