@@ -165,6 +165,7 @@ impl PackSpec {
                 ("whsec_base64_or_utf8", SecretFormat::WhsecBase64OrUtf8),
                 ("ed25519_public_base64", SecretFormat::Ed25519PublicBase64),
                 ("key_id_and_secret", SecretFormat::KeyIdAndSecret),
+                ("utf8_nfkd", SecretFormat::Utf8Nfkd),
             ],
         )?;
 

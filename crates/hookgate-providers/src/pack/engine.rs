@@ -187,6 +187,7 @@ impl Pack {
                 separator,
                 version_separator,
                 versions,
+                key_id_first,
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
@@ -197,6 +198,14 @@ impl Pack {
                     if count >= MAX_SIGNATURE_ENTRIES {
                         return Err(bad(MalformedSignature));
                     }
+                    let entry = match key_id_first {
+                        // The key id names which secret signed; any trusted one may match.
+                        true => match entry.trim().split_once(version_separator) {
+                            Some((key_id, rest)) if !key_id.is_empty() => rest,
+                            _ => return Err(bad(MalformedSignature)),
+                        },
+                        false => entry,
+                    };
                     let (version, value) = entry
                         .split_once(version_separator)
                         .ok_or(bad(MalformedSignature))?;
@@ -209,7 +218,7 @@ impl Pack {
         }
     }
 
-    fn plain(
+    pub(crate) fn plain(
         &self,
         text: &str,
         prefix: Option<&str>,

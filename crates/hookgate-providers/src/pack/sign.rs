@@ -7,10 +7,11 @@ use serde_json::Value;
 
 use super::engine::{TemplateInputs, first_header};
 use super::primitives::{Signer, SigningKey, sha256_hex, split_key_id};
+use super::query_signature::with_query_param;
 use super::schemes::sorted_params;
 use super::{
     EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
-    SignedDelivery,
+    SignedDelivery, TokenSource,
 };
 use crate::common::{self, json_at};
 use crate::{IdLocation, SecretMaterial, SignRequest};
@@ -97,8 +98,21 @@ impl Pack {
             SignatureFormat::VersionedList {
                 version_separator,
                 versions,
+                key_id_first,
                 ..
-            } => format!("{}{version_separator}{encoded}", versions[0]),
+            } => {
+                // The sender's first key (Worldpay numbers its keys from 1).
+                let key_id = if *key_id_first { "1" } else { "" };
+                let key_sep = if *key_id_first {
+                    *version_separator
+                } else {
+                    ""
+                };
+                format!(
+                    "{key_id}{key_sep}{}{version_separator}{encoded}",
+                    versions[0]
+                )
+            }
         }
     }
 
@@ -196,7 +210,7 @@ impl Pack {
                     _ => None,
                 }
             }
-            // Query and body tokens are placed by the sender (`send` writes header tokens).
+            // Body tokens are placed by the sender; header and query tokens are written below.
             Scheme::SharedToken => shared.map(|key| {
                 let token = String::from_utf8_lossy(key.expose()).into_owned();
                 match self.token_form {
@@ -301,30 +315,40 @@ impl Pack {
         {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
-        let signature_header = match self.token_source {
-            super::TokenSource::HeaderOption(option) => {
-                super::header_option::header(options, option)
+        match (signature, self.token_source) {
+            // A query-parameter signature or token travels on the URL the provider calls.
+            (Some(encoded), TokenSource::Query(param)) => {
+                let value = self.signature_value(&encoded, timestamp.as_deref());
+                url = Some(with_query_param(url.as_deref(), param, &value));
             }
-            _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
-        };
-        if let (Some(encoded), Some(name)) = (signature, signature_header) {
-            let mut value = self.signature_value(&encoded, timestamp.as_deref());
-            if let SignatureFormat::KeyValue {
-                pair_separator,
-                kv_separator,
-                ..
-            } = &self.format
-            {
-                for (key, item) in &items {
-                    value = format!("{key}{kv_separator}{item}{pair_separator}{value}");
+            (Some(encoded), source) => {
+                let signature_header = match source {
+                    TokenSource::HeaderOption(option) => {
+                        super::header_option::header(options, option)
+                    }
+                    _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
+                };
+                if let Some(name) = signature_header {
+                    let mut value = self.signature_value(&encoded, timestamp.as_deref());
+                    if let SignatureFormat::KeyValue {
+                        pair_separator,
+                        kv_separator,
+                        ..
+                    } = &self.format
+                    {
+                        for (key, item) in &items {
+                            value = format!("{key}{kv_separator}{item}{pair_separator}{value}");
+                        }
+                    }
+                    if let (Ok(name), Ok(value)) = (
+                        http::HeaderName::from_bytes(name.as_bytes()),
+                        http::HeaderValue::from_str(&value),
+                    ) {
+                        headers.push((name, value));
+                    }
                 }
             }
-            if let (Ok(name), Ok(value)) = (
-                http::HeaderName::from_bytes(name.as_bytes()),
-                http::HeaderValue::from_str(&value),
-            ) {
-                headers.push((name, value));
-            }
+            (None, _) => {}
         }
         SignedDelivery { headers, body, url }
     }

@@ -333,6 +333,11 @@ pub struct VersionedListFormatSpec {
     pub separator: String,
     pub version_separator: String,
     pub versions: Vec<String>,
+    /// Each entry starts with the id of the key that signed it, then `version_separator`
+    /// (`<key id>/<version>/<signature>`: Worldpay's `1/SHA256/…`); every listed version's
+    /// entry is a candidate whatever its key id.
+    #[serde(default)]
+    pub key_id_first: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

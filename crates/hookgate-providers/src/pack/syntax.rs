@@ -267,6 +267,7 @@ pub(crate) fn signature_format(
                     &vl.version_separator,
                 )?,
                 versions: vl.versions.iter().map(|k| keep(k)).collect(),
+                key_id_first: vl.key_id_first,
             }
         }
     })
