@@ -113,6 +113,7 @@ mod api;
 mod citations;
 mod compile;
 mod docs;
+mod ed25519_versions;
 mod engine;
 mod extract;
 #[cfg(feature = "fuzzing")]
@@ -388,6 +389,8 @@ pub(crate) enum SignatureFormat {
         separator: &'static str,
         version_separator: &'static str,
         versions: Vec<&'static str>,
+        /// Ed25519 versions beside the HMAC ones (`pack/ed25519_versions.rs`).
+        ed25519_versions: Vec<&'static str>,
     },
 }
 
@@ -642,6 +645,9 @@ impl Pack {
     }
     /// Parses the private key of a public-key pack, for [`Pack::sign_with_private_key`].
     pub fn decode_signing_key(&self, text: &str) -> Result<SigningKey, crate::SecretFormatError> {
+        if let Some(key) = self.decode_ed25519_signing(text) {
+            return key;
+        }
         SigningKey::decode(self.scheme, text)
     }
     /// Whether `sign` can produce deliveries (a shared secret signs and verifies).

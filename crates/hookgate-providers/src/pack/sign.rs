@@ -70,10 +70,13 @@ impl Pack {
     /// The public key that verifies signatures of `key`, written as this pack's
     /// `secret_format` expects it (what an endpoint configures).
     pub fn public_key_text(&self, key: &SigningKey) -> Option<String> {
+        if let Some(text) = self.ed25519_public_text(key) {
+            return Some(text);
+        }
         key.public_key_in(self.secret_format)
     }
 
-    fn signature_value(&self, encoded: &str, timestamp: Option<&str>) -> String {
+    fn signature_value(&self, encoded: &str, timestamp: Option<&str>, ed25519: bool) -> String {
         match &self.format {
             SignatureFormat::Plain { prefix, .. } => format!("{}{encoded}", prefix.unwrap_or("")),
             SignatureFormat::KeyValue {
@@ -97,8 +100,15 @@ impl Pack {
             SignatureFormat::VersionedList {
                 version_separator,
                 versions,
+                ed25519_versions,
                 ..
-            } => format!("{}{version_separator}{encoded}", versions[0]),
+            } => {
+                let version = match ed25519_versions.first() {
+                    Some(v) if ed25519 => v,
+                    _ => &versions[0],
+                };
+                format!("{version}{version_separator}{encoded}")
+            }
         }
     }
 
@@ -169,6 +179,8 @@ impl Pack {
                 };
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {
+                    // A `whpk_` public key never signs (nor verifies) an HMAC entry.
+                    (Signer::Shared(key), _) if key.is_ed25519_public() => None,
                     (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
                         let key = match self.key_id_header {
                             Some(_) => split_key_id(key.expose()).map_or(&[][..], |(_, k)| k),
@@ -177,9 +189,14 @@ impl Pack {
                         let tag = self.algorithm.mac(key, &parts);
                         Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
                     }
-                    (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
-                        .sign(&parts.concat())
-                        .map(|sig| self.encoding.encode(&sig)),
+                    (Signer::Private(key), Some(parts))
+                        if key.fits(self.scheme)
+                            || (!self.ed25519_versions().is_empty()
+                                && matches!(key, SigningKey::Ed25519(_))) =>
+                    {
+                        key.sign(&parts.concat())
+                            .map(|sig| self.encoding.encode(&sig))
+                    }
                     _ => None,
                 }
             }
@@ -289,7 +306,8 @@ impl Pack {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
         if let (Some(encoded), Some(name)) = (signature, self.signature_header_names.first()) {
-            let value = self.signature_value(&encoded, timestamp.as_deref());
+            let ed25519 = matches!(signer, Signer::Private(_)) && self.scheme == Scheme::Hmac;
+            let value = self.signature_value(&encoded, timestamp.as_deref(), ed25519);
             common::push_header(&mut headers, name, &value);
         }
         SignedDelivery { headers, body, url }

@@ -20,6 +20,7 @@ mod providers;
 mod retention;
 mod roles;
 mod secrets;
+mod send_keys;
 mod stage_faults;
 mod store_url;
 mod tls;
