@@ -80,6 +80,19 @@ fn said(out: &Output) -> String {
     )
 }
 
+/// `send` exited 0 and the gateway answered `status`.
+fn answered(out: &Output, status: &str) {
+    assert!(out.status.success(), "{}", said(out));
+    let want = format!("\"status\":\"{status}\"");
+    assert!(said(out).contains(&want), "{}", said(out));
+}
+
+/// `send` exited non-zero saying `what` (the gateway's 401, or why it did not post).
+fn refused(out: &Output, what: &str) {
+    assert!(!out.status.success(), "{}", said(out));
+    assert!(said(out).contains(what), "{}", said(out));
+}
+
 /// The stored events as `events list --json` prints them.
 fn listed(config: &Path) -> Vec<Value> {
     let out = Command::new(binary())
@@ -118,70 +131,62 @@ async fn send_signs_v1a_with_a_whsk_key_and_the_gateway_verifies_it_beside_v1() 
 
     // One endpoint trusting a whsec_ secret (v2) and a whpk_ key (v1): the shared secret
     // signs v1, the private key v1a, and each verifies with its own secret version.
-    let out = send(config, &url("mixed"), "mixed", "msg_hmac_1", None, &payload);
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("\"status\":\"accepted\""),
-        "{}",
-        said(&out)
+    answered(
+        &send(config, &url("mixed"), "mixed", "msg_hmac_1", None, &payload),
+        "accepted",
     );
-    let out = send(
-        config,
-        &url("mixed"),
-        "mixed",
-        "msg_ed_1",
-        Some(&key),
-        &payload,
+    answered(
+        &send(
+            config,
+            &url("mixed"),
+            "mixed",
+            "msg_ed_1",
+            Some(&key),
+            &payload,
+        ),
+        "accepted",
     );
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("\"status\":\"accepted\""),
-        "{}",
-        said(&out)
-    );
-    let out = send(
-        config,
-        &url("mixed"),
-        "mixed",
-        "msg_ed_1",
-        Some(&key),
-        &payload,
-    );
-    assert!(
-        said(&out).contains("\"status\":\"duplicate\""),
-        "{}",
-        said(&out)
+    answered(
+        &send(
+            config,
+            &url("mixed"),
+            "mixed",
+            "msg_ed_1",
+            Some(&key),
+            &payload,
+        ),
+        "duplicate",
     );
 
     // Only the public key configured: v1a verifies; a key the endpoint does not trust is 401.
-    let out = send(
-        config,
-        &url("public"),
-        "public",
-        "msg_ed_2",
-        Some(&key),
-        &payload,
+    answered(
+        &send(
+            config,
+            &url("public"),
+            "public",
+            "msg_ed_2",
+            Some(&key),
+            &payload,
+        ),
+        "accepted",
     );
-    assert!(
-        said(&out).contains("\"status\":\"accepted\""),
-        "{}",
-        said(&out)
+    refused(
+        &send(
+            config,
+            &url("other"),
+            "other",
+            "msg_ed_3",
+            Some(&key),
+            &payload,
+        ),
+        "401",
     );
-    let out = send(
-        config,
-        &url("other"),
-        "other",
-        "msg_ed_3",
-        Some(&key),
-        &payload,
-    );
-    assert!(!out.status.success(), "{}", said(&out));
-    assert!(said(&out).contains("401"), "{}", said(&out));
 
     // A public key cannot sign: send says what to pass instead of posting an unsigned request.
-    let out = send(config, &url("public"), "public", "msg_ed_4", None, &payload);
-    assert!(!out.status.success());
-    assert!(said(&out).contains("--private-key"), "{}", said(&out));
+    refused(
+        &send(config, &url("public"), "public", "msg_ed_4", None, &payload),
+        "--private-key",
+    );
 
     let mut seen: Vec<(String, String, String)> = listed(config)
         .iter()
@@ -236,27 +241,24 @@ async fn send_signs_paypal_with_its_private_key_and_the_gateway_checks_the_pinne
     let config = &files.config_path;
     let key = |n: u8| keys.join(format!("paypal-{n}.key.pem"));
 
-    let out = send(config, &url, "paypal", "WH-SEND-1", Some(&key(1)), &payload);
-    assert!(out.status.success(), "{}", said(&out));
-    assert!(
-        said(&out).contains("\"status\":\"accepted\""),
-        "{}",
-        said(&out)
+    answered(
+        &send(config, &url, "paypal", "WH-SEND-1", Some(&key(1)), &payload),
+        "accepted",
     );
-    let out = send(config, &url, "paypal", "WH-SEND-1", Some(&key(1)), &payload);
-    assert!(
-        said(&out).contains("\"status\":\"duplicate\""),
-        "{}",
-        said(&out)
+    answered(
+        &send(config, &url, "paypal", "WH-SEND-1", Some(&key(1)), &payload),
+        "duplicate",
     );
     // Signed by a key whose certificate is not pinned: 401, nothing stored.
-    let out = send(config, &url, "paypal", "WH-SEND-2", Some(&key(2)), &payload);
-    assert!(!out.status.success(), "{}", said(&out));
-    assert!(said(&out).contains("401"), "{}", said(&out));
+    refused(
+        &send(config, &url, "paypal", "WH-SEND-2", Some(&key(2)), &payload),
+        "401",
+    );
     // Without the private key send refuses to post an unsigned request.
-    let out = send(config, &url, "paypal", "WH-SEND-3", None, &payload);
-    assert!(!out.status.success());
-    assert!(said(&out).contains("--private-key"), "{}", said(&out));
+    refused(
+        &send(config, &url, "paypal", "WH-SEND-3", None, &payload),
+        "--private-key",
+    );
 
     let ids: Vec<String> = listed(config)
         .iter()
