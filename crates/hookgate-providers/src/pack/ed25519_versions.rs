@@ -38,6 +38,29 @@ const SPKI_PREFIX: [u8; 12] = [
 ];
 const SIGNATURE_LEN: usize = 64;
 
+/// `ed25519_versions` sit beside HMAC entries keyed by `whsec_` secrets: any other scheme or
+/// secret format is refused, naming the field.
+pub(crate) fn check(
+    paths: &super::syntax::Paths,
+    scheme: Scheme,
+    secret_format: SecretFormat,
+    format: &SignatureFormat,
+) -> Result<(), super::PackError> {
+    match format {
+        SignatureFormat::VersionedList {
+            ed25519_versions, ..
+        } if !ed25519_versions.is_empty()
+            && (scheme != Scheme::Hmac || secret_format != SecretFormat::WhsecBase64) =>
+        {
+            Err(paths.err(
+                "signature.format.versioned_list.ed25519_versions",
+                "needs the hmac scheme with secret_format \"whsec_base64\"",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Pack {
     /// The Ed25519 versions of this pack's versioned list; empty for every other pack.
     pub(crate) fn ed25519_versions(&self) -> &[&'static str] {
