@@ -76,6 +76,9 @@ impl Pack {
     }
     /// Parses the private key of a public-key pack, for [`Pack::sign_with_private_key`].
     pub fn decode_signing_key(&self, text: &str) -> Result<SigningKey, crate::SecretFormatError> {
+        if let Some(key) = self.decode_ed25519_signing(text) {
+            return key;
+        }
         SigningKey::decode(self.scheme, text)
     }
     /// Whether `sign` can produce deliveries (a shared secret signs and verifies).

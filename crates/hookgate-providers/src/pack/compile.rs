@@ -277,6 +277,7 @@ impl PackSpec {
                 separator: None,
             },
         };
+        super::ed25519_versions::check(paths, scheme, secret_format, &format)?;
         let parts = match (&sig.signed, scheme.uses_template()) {
             (Some(text), true) => template(paths, text)?,
             (None, true) => {

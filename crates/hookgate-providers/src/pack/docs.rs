@@ -373,14 +373,18 @@ impl Pack {
                 version_separator,
                 versions,
                 key_id_first,
+                ed25519_versions,
             } => {
-                let versions: Vec<String> = versions.iter().map(|v| format!("`{v}`")).collect();
+                let quoted = |vs: &[&str]| -> String {
+                    let vs: Vec<String> = vs.iter().map(|v| format!("`{v}`")).collect();
+                    vs.join(" or ")
+                };
                 let key_id = if *key_id_first {
                     format!("<key id>{version_separator}")
                 } else {
                     String::new()
                 };
-                format!(
+                let mut text = format!(
                     "`{key_id}<version>{version_separator}<signature>` entries separated by {}; \
                      every {} entry is a candidate (other versions are skipped)",
                     if *separator == " " {
@@ -388,8 +392,18 @@ impl Pack {
                     } else {
                         format!("`{separator}`")
                     },
-                    versions.join(" or ")
-                )
+                    quoted(versions)
+                );
+                if !ed25519_versions.is_empty() {
+                    let _ = write!(
+                        text,
+                        "; every {} entry is an Ed25519 signature of the same bytes, checked \
+                         with the `whpk_` public keys configured as secrets (a `whpk_` key never \
+                         checks an HMAC entry, a `whsec_` secret never an Ed25519 one)",
+                        quoted(ed25519_versions)
+                    );
+                }
+                text
             }
         };
         let mut text = match self.token_source {

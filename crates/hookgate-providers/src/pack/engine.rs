@@ -40,6 +40,9 @@ impl Pack {
 
     /// Turns a configured secret string into key material, in the provider's own format.
     pub fn decode_secret(&self, secret: &str) -> Result<SecretMaterial, SecretFormatError> {
+        if let Some(public) = self.decode_ed25519_public(secret) {
+            return public;
+        }
         primitives::decode_secret(self.secret_format, secret)
     }
 
@@ -188,6 +191,7 @@ impl Pack {
                 version_separator,
                 versions,
                 key_id_first,
+                ..
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
@@ -352,6 +356,11 @@ impl Pack {
         for token in &signatures {
             self.check_jwt_shape(token)?;
         }
+        let ed25519_signatures = if in_body {
+            Vec::new()
+        } else {
+            self.ed25519_candidates(headers)?
+        };
         let header_id = match &self.event_id {
             IdRule::Headers(names) if self.id_signed => Some(
                 signed_header_any(headers, names, MalformedSignature)?
@@ -399,6 +408,7 @@ impl Pack {
         };
         Ok(Metadata {
             signatures,
+            ed25519_signatures,
             timestamp_text,
             timestamp: timestamp_millis.map(|ms| ms.div_euclid(1000)),
             header_id,
@@ -476,6 +486,9 @@ impl Pack {
                 match self.scheme {
                     Scheme::Hmac if self.key_id_header.is_some() => {
                         self.verify_keyed_hmac(ctx, secrets, &parts, &metadata.signatures)?
+                    }
+                    Scheme::Hmac if !self.ed25519_versions().is_empty() => {
+                        self.verify_hmac_or_ed25519(secrets, &parts, metadata)?
                     }
                     Scheme::Hmac => {
                         verify_hmac(self.algorithm, secrets, &parts, &metadata.signatures)?

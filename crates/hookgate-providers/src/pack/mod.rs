@@ -121,6 +121,7 @@ mod api;
 mod citations;
 mod compile;
 mod docs;
+mod ed25519_versions;
 mod engine;
 mod extract;
 #[cfg(feature = "fuzzing")]
@@ -404,6 +405,8 @@ pub(crate) enum SignatureFormat {
     /// `<ts><sep><sig>[<sep><sig>…]`.
     TimestampThenSignatures { separator: &'static str },
     VersionedList {
+        /// Ed25519 versions beside the HMAC ones (`pack/ed25519_versions.rs`).
+        ed25519_versions: Vec<&'static str>,
         separator: &'static str,
         version_separator: &'static str,
         versions: Vec<&'static str>,

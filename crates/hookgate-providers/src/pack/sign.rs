@@ -71,10 +71,13 @@ impl Pack {
     /// The public key that verifies signatures of `key`, written as this pack's
     /// `secret_format` expects it (what an endpoint configures).
     pub fn public_key_text(&self, key: &SigningKey) -> Option<String> {
+        if let Some(text) = self.ed25519_public_text(key) {
+            return Some(text);
+        }
         key.public_key_in(self.secret_format)
     }
 
-    fn signature_value(&self, encoded: &str, timestamp: Option<&str>) -> String {
+    fn signature_value(&self, encoded: &str, timestamp: Option<&str>, ed25519: bool) -> String {
         match &self.format {
             SignatureFormat::Plain { prefix, .. } => format!("{}{encoded}", prefix.unwrap_or("")),
             SignatureFormat::KeyValue {
@@ -99,8 +102,13 @@ impl Pack {
                 version_separator,
                 versions,
                 key_id_first,
+                ed25519_versions,
                 ..
             } => {
+                let version = match ed25519_versions.first() {
+                    Some(v) if ed25519 => v,
+                    _ => &versions[0],
+                };
                 // The sender's first key (Worldpay numbers its keys from 1).
                 let key_id = if *key_id_first { "1" } else { "" };
                 let key_sep = if *key_id_first {
@@ -108,10 +116,7 @@ impl Pack {
                 } else {
                     ""
                 };
-                format!(
-                    "{key_id}{key_sep}{}{version_separator}{encoded}",
-                    versions[0]
-                )
+                format!("{key_id}{key_sep}{version}{version_separator}{encoded}")
             }
         }
     }
@@ -196,6 +201,8 @@ impl Pack {
                 };
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {
+                    // A `whpk_` public key never signs (nor verifies) an HMAC entry.
+                    (Signer::Shared(key), _) if key.is_ed25519_public() => None,
                     (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
                         let key = match self.key_id_header {
                             Some(_) => split_key_id(key.expose()).map_or(&[][..], |(_, k)| k),
@@ -204,9 +211,14 @@ impl Pack {
                         let tag = self.algorithm.mac(key, &parts);
                         Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
                     }
-                    (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
-                        .sign(&parts.concat())
-                        .map(|sig| self.encoding.encode(&sig)),
+                    (Signer::Private(key), Some(parts))
+                        if key.fits(self.scheme)
+                            || (!self.ed25519_versions().is_empty()
+                                && matches!(key, SigningKey::Ed25519(_))) =>
+                    {
+                        key.sign(&parts.concat())
+                            .map(|sig| self.encoding.encode(&sig))
+                    }
                     _ => None,
                 }
             }
@@ -315,10 +327,11 @@ impl Pack {
         {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
+        let ed25519 = matches!(signer, Signer::Private(_)) && self.scheme == Scheme::Hmac;
         match (signature, self.token_source) {
             // A query-parameter signature or token travels on the URL the provider calls.
             (Some(encoded), TokenSource::Query(param)) => {
-                let value = self.signature_value(&encoded, timestamp.as_deref());
+                let value = self.signature_value(&encoded, timestamp.as_deref(), ed25519);
                 url = Some(with_query_param(url.as_deref(), param, &value));
             }
             (Some(encoded), source) => {
@@ -329,7 +342,7 @@ impl Pack {
                     _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
                 };
                 if let Some(name) = signature_header {
-                    let mut value = self.signature_value(&encoded, timestamp.as_deref());
+                    let mut value = self.signature_value(&encoded, timestamp.as_deref(), ed25519);
                     if let SignatureFormat::KeyValue {
                         pair_separator,
                         kv_separator,

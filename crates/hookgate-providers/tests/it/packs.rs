@@ -1016,6 +1016,16 @@ fn bad_packs_fail_with_the_field_named() {
     assert!(compile(GOOD).is_ok());
     let cases: &[(&str, &str, &str)] = &[
         (
+            r#""format": {"plain": {}}"#,
+            r#""format": {"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"], "ed25519_versions": ["v1a"]}}"#,
+            r#"packs.linear.signature.format.versioned_list.ed25519_versions: needs the hmac scheme with secret_format "whsec_base64""#,
+        ),
+        (
+            r#""format": {"plain": {}}"#,
+            r#""format": {"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"], "ed25519_versions": ["v1"]}}"#,
+            r#"packs.linear.signature.format.versioned_list.ed25519_versions: "v1" is empty or also an HMAC version"#,
+        ),
+        (
             r#""encoding": "hex""#,
             r#""encoding": "hexx""#,
             r#"packs.linear.signature.encoding: unknown encoding "hexx" (expected hex, base64, base64url, base64_hex, text)"#,
