@@ -724,3 +724,61 @@ async fn paging_is_stable_under_concurrent_inserts_on_sqlite() {
 async fn paging_is_stable_under_concurrent_inserts_on_postgres() {
     paging_under_inserts(Backend::Postgres).await;
 }
+
+/// `[admin] tls`: the operator API (and the probes) over HTTPS with the listener's own
+/// certificate; plain HTTP gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_api_over_admin_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("admin.pem"), dir.path().join("admin.key"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let admin = format!(
+        "tls = {{ cert = {}, key = {} }}\n{}",
+        q(&cert_path.display().to_string()),
+        q(&key_path.display().to_string()),
+        tokens()
+    );
+    let files = TestGateway::builder()
+        .admin_settings(&admin)
+        .workers(0)
+        .write()
+        .await;
+    let gw = files.serve(None);
+    let port = gw.admin.unwrap().port();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", ([127, 0, 0, 1], port).into())
+        .https_only(true)
+        .build()
+        .unwrap();
+    let page = client
+        .get(format!("https://localhost:{port}/api/v1/events"))
+        .bearer_auth(READ)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let page: Value = page.json().await.unwrap();
+    assert_eq!(page, json!({ "events": [], "next_cursor": null }));
+    let denied = client
+        .get(format!("https://localhost:{port}/api/v1/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
+    let health = client
+        .get(format!("https://localhost:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/v1/events"))
+        .bearer_auth(READ)
+        .send()
+        .await;
+    assert!(plain.is_err() || plain.unwrap().status() != 200);
+    gw.terminate();
+}
