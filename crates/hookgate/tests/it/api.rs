@@ -1121,3 +1121,69 @@ async fn a_public_admin_listener_needs_tokens_and_tls() {
         assert!(logs.contains(&format!("config error at `{key}`")), "{logs}");
     }
 }
+
+/// Tokens are read again on SIGHUP: a token removed from the file is refused at once, a new
+/// one works, and a token whose source cannot be read fails the reload (the running tokens
+/// stay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_replaced_on_reload() {
+    let files = TestGateway::builder()
+        .admin_settings(
+            "[[admin.tokens]]\nname = \"old\"\nscopes = [\"read\"]\nvalue = \"old-token-0123456789abcdef\"\n",
+        )
+        .workers(0)
+        .write()
+        .await;
+    let gw = files.serve(None);
+    let api = Api::new(gw.admin.unwrap()).await;
+    let list = "/api/v1/events";
+    assert_eq!(
+        api.get(list, list, Some("old-token-0123456789abcdef"))
+            .await
+            .0,
+        200
+    );
+    let text = std::fs::read_to_string(&files.config_path).unwrap();
+    let swapped = text.replace(
+        "name = \"old\"\nscopes = [\"read\"]\nvalue = \"old-token-0123456789abcdef\"",
+        "name = \"new\"\nscopes = [\"read\"]\nvalue = \"new-token-0123456789abcdef\"",
+    );
+    assert_ne!(swapped, text);
+    std::fs::write(&files.config_path, &swapped).unwrap();
+    gw.signal("-HUP");
+    wait_until("the new token is accepted", WAIT, || async {
+        api.get(list, list, Some("new-token-0123456789abcdef"))
+            .await
+            .0
+            == 200
+    })
+    .await;
+    assert_eq!(
+        api.get(list, list, Some("old-token-0123456789abcdef"))
+            .await
+            .0,
+        401
+    );
+    // A token from an environment variable that is not set: the reload fails, "new" stays.
+    let broken = swapped.replace(
+        "value = \"new-token-0123456789abcdef\"",
+        "value = \"env:HOOKGATE_TEST_SURELY_UNSET_TOKEN\"",
+    );
+    std::fs::write(&files.config_path, broken).unwrap();
+    gw.signal("-HUP");
+    let admin = gw.admin.unwrap();
+    wait_until("the failed reload is reported", WAIT, || async move {
+        let r = reqwest::get(format!("http://{admin}/readyz"))
+            .await
+            .unwrap();
+        r.text().await.unwrap().contains("config_reload_failed")
+    })
+    .await;
+    assert_eq!(
+        api.get(list, list, Some("new-token-0123456789abcdef"))
+            .await
+            .0,
+        200
+    );
+    gw.terminate();
+}
