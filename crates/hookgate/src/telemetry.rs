@@ -44,6 +44,7 @@ pub const TLS_CERT_RELOADS: &str = "hookgate_tls_certificate_reloads_total";
 pub const RETENTION_PURGED: &str = "hookgate_retention_purged_total";
 pub const OLDEST_PAYLOAD_AGE: &str = "hookgate_oldest_payload_age_seconds";
 pub const RETENTION_FAILURES: &str = "hookgate_retention_failures_total";
+pub const ADMIN_API_AUDITED: &str = "hookgate_admin_api_audited_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -474,6 +475,14 @@ pub fn payloads_purged_by_operator(actor: &str, purged: u64, audit_id: &str) {
         audit_id,
         "payloads purged on operator request"
     );
+}
+
+/// An operator API request written to the audit log: `action` (`decrypt`, `replay`, …, or a
+/// refused read's `events.list`) and `result` (`ok`, `denied`, or a refusal's code) — a
+/// rising `denied` count is someone trying tokens.
+pub fn api_audited(action: &str, result: &str) {
+    counter!(ADMIN_API_AUDITED, "action" => action.to_owned(), "result" => result.to_owned())
+        .increment(1);
 }
 
 #[cfg(test)]

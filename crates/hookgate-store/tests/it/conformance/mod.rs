@@ -40,6 +40,8 @@ mod keys;
 pub use keys::*;
 mod retention;
 pub use retention::*;
+mod operator;
+pub use operator::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -172,6 +174,10 @@ macro_rules! conformance_tests {
             expired_rows_go_with_what_follows_them,
             ended_replay_claims_are_deleted,
             operator_purge_is_audited_and_blocks_replays,
+            event_pages_filter_and_never_repeat_or_skip,
+            audit_entries_round_trip,
+            replay_is_fenced_against_leases,
+            redelivery_is_fenced_and_records_fresh_keys,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
