@@ -1,13 +1,13 @@
 //! Providers as data: a **pack** declares how one provider signs its webhooks, and one engine
 //! ([`Pack`]) executes it in the ingress order of the crate root.
 //!
-//! Code map: `spec` (the JSON form), `syntax` + `compile` (validation into [`Pack`]), `engine`
-//! (metadata, verification, freshness), `schemes` (the URL- and field-signing schemes),
-//! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
-//! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
-//! context, options, outcomes), `docs` (listing), `page` (`providers show` and
-//! `docs/providers.md`), `provider_page` (`docs/providers/<id>.md`), `citations` (the
-//! `citations` and the evidence rule).
+//! Code map: `spec` (the JSON form), `syntax` + `compile` + `signature_rules` (validation
+//! into [`Pack`]), `engine` (metadata, verification, freshness), `schemes` (the URL- and
+//! field-signing schemes), `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens,
+//! secret formats), `extract` (events, batches, handshakes, answers), `sign` (the provider's
+//! side), `api` (request context, options, outcomes), `docs` (listing), `page` (`providers
+//! show` and `docs/providers.md`), `provider_page` (`docs/providers/<id>.md`), `citations`
+//! (the `citations` and the evidence rule).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
@@ -124,6 +124,7 @@ mod primitives;
 mod provider_page;
 mod schemes;
 mod sign;
+mod signature_rules;
 mod spec;
 mod syntax;
 mod trace;
