@@ -416,7 +416,7 @@ impl PackSpec {
             .handshakes
             .iter()
             .enumerate()
-            .map(|(i, h)| super::syntax::handshake(paths, i, h))
+            .map(|(i, h)| super::handshake::handshake(paths, i, h))
             .collect::<Result<Vec<_>, _>>()?;
         for (i, h) in handshakes.iter().enumerate() {
             if let Some((_, option)) = h.token

@@ -84,15 +84,18 @@
 //!   the first present wins (for a batch: inside each item).
 //! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
 //!   element): one event per item, all or nothing.
-//! - `handshakes`: `method` (`POST` default, `GET`, `OPTIONS`), `when` (a location) `equals` a
-//!   value, `also_present` (locations) → answer from `challenge` (a JSON location) as
-//!   `echo_text`, `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field",
-//!   "digest_field"}}` (hex HMAC of the challenge with the matched secret), or a
-//!   `{"constant": {"status", "content_type", "body"}}`. Answered only after verification;
-//!   never stored. A GET handshake may carry no signature but a `token` (`{"query", "option"}`:
-//!   the query parameter must equal that endpoint option, compared in constant time; an unset
-//!   option refuses it) — its `when` and `challenge` are then query locations (Meta's
-//!   verification request).
+//! - `handshakes` (`handshake.rs`): `method` (`POST` default, `GET`, `HEAD`, `OPTIONS`), `when`
+//!   (a location) `equals` a value (without `equals`: is present), `also_present` → answer
+//!   from `challenge` (a JSON, query or header location) as `echo_text` (with `nosniff`),
+//!   `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field", "digest_field"}}` (hex
+//!   HMAC of the challenge with the matched secret), `{"digest": {"field", "prefix",
+//!   "encoding"}}`, `{"echo_header": {"header"}}` or `{"constant": {"status", "content_type",
+//!   "body"}}`; never stored. Verified first, unless it has a `token` (`{"query", "option"}`: a
+//!   GET whose query parameter equals that endpoint option, in constant time; Meta's) or is
+//!   `"unsigned": true` (its answer is the proof, or says nothing; recognised by its head
+//!   only; a `HEAD` with a constant answer needs no `when`). Unverified rules bound what they
+//!   echo with `challenge_format` (`{"max_length", "chars": "alphanumeric" | "token" |
+//!   "text"}`).
 //! - `answers`: the provider-required answer to accepted events, first rule whose
 //!   `when_present` location is present (or without one) wins: `status` (2xx),
 //!   `content_type`, `body`, `body_option` (an option that replaces the body).
@@ -118,6 +121,7 @@ mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
+mod handshake;
 mod jwt;
 mod page;
 mod primitives;
@@ -129,6 +133,8 @@ mod spec;
 mod syntax;
 mod trace;
 mod user;
+
+pub(crate) use handshake::{HandshakeAnswer, HandshakeRule};
 
 pub use api::{
     Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
@@ -142,11 +148,11 @@ pub use trace::{SecretVerdict, Trace, TraceStep};
 pub use user::{UserPackSource, compile_user_pack};
 
 pub use spec::{
-    AnswerSpec, BatchSpec, CitationsSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec,
-    EventIdSpec, EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec,
-    HashClaimSpec, JwtSpec, KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec,
-    SignatureFormatSpec, SignatureSpec, TimestampSpec, TimestampThenSignaturesFormatSpec,
-    VersionedListFormatSpec,
+    AnswerSpec, BatchSpec, ChallengeFormatSpec, CitationsSpec, ConstantAnswerSpec,
+    DigestAnswerSpec, EchoHeaderSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec, EventTypeSpec,
+    HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec, HashClaimSpec, JwtSpec,
+    KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec, SignatureFormatSpec, SignatureSpec,
+    TimestampSpec, TimestampThenSignaturesFormatSpec, VersionedListFormatSpec,
 };
 
 /// A pack that failed to parse or validate: the field path and what is wrong. Never carries
@@ -409,37 +415,6 @@ pub(crate) enum IdRule {
     Json(Vec<&'static str>),
     /// JSON pointers, `true` = optional part.
     Composed(Vec<(&'static str, bool)>),
-}
-
-// The names follow the schema's `answer` values.
-#[allow(clippy::enum_variant_names)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HandshakeAnswer {
-    EchoText,
-    EchoJson {
-        field: &'static str,
-    },
-    EchoWithDigest {
-        echo_field: &'static str,
-        digest_field: &'static str,
-    },
-    Constant {
-        status: u16,
-        content_type: Option<&'static str>,
-        body: &'static str,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HandshakeRule {
-    pub(crate) method: http::Method,
-    pub(crate) when: Location,
-    pub(crate) equals: &'static str,
-    pub(crate) also_present: Vec<Location>,
-    pub(crate) challenge: Option<Location>,
-    pub(crate) answer: HandshakeAnswer,
-    /// `(query parameter, option)`: an unsigned GET proven by a token (see `HandshakeTokenSpec`).
-    pub(crate) token: Option<(&'static str, &'static str)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

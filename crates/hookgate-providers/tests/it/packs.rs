@@ -209,6 +209,7 @@ fn expected_handshake(case: &Case) -> Answer {
         status: 200,
         content_type: Some("application/json"),
         body: v.to_string().into_bytes(),
+        headers: Vec::new(),
     };
     if let Some(expected) = case.config.get("expected_response") {
         json(expected.clone())
@@ -225,6 +226,7 @@ fn expected_handshake(case: &Case) -> Answer {
                 .unwrap_or("?")
                 .as_bytes()
                 .to_vec(),
+            headers: Vec::new(),
         }
     }
 }
@@ -292,6 +294,7 @@ fn check_outcome(case: &Case, outcome: Outcome) -> Result<(), String> {
                     status: *status,
                     content_type: *content_type,
                     body: body.as_bytes().to_vec(),
+                    headers: Vec::new(),
                 });
             if answer == want_answer {
                 Ok(())
