@@ -9,6 +9,7 @@ mod cli;
 mod codings_and_token_handshakes;
 mod crash;
 mod delivery;
+mod handshakes;
 mod hostile;
 mod keys;
 mod outbound;
