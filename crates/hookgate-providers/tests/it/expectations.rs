@@ -203,6 +203,8 @@ pub(crate) const SIGNATURE_IDS: &[&str] = &[
     "twitter/generated/valid_previous_secret_configured",
     "frontapp/generated/valid_sync",
     "frontapp/generated/valid_previous_secret_configured",
+    "linkedin/generated/valid_notification",
+    "linkedin/generated/valid_previous_secret_configured",
 ];
 
 /// The provider-required answers to accepted (non-handshake) vectors.

@@ -1,5 +1,5 @@
 //! Over HTTP through the real binary: the setup handshakes of Dropbox, Nylas, X (Twitter),
-//! Trello, Okta and Front — unsigned GET and HEAD requests, header challenges, digest answers —
+//! Trello, Okta, Front, LinkedIn and Smartcar — unsigned GET and HEAD requests, header challenges, digest answers —
 //! answered exactly as each provider documents, bounded, and never stored; the events of the
 //! same endpoints still verify and are stored.
 
@@ -18,6 +18,8 @@ const NYLAS: &str = "nylas-webhook-secret-8c1f2e";
 const TRELLO: &str = "trello-oauth-secret-5a7c";
 const OKTA: &str = "okta-hook-secret-Me_rShK8JHsTnby";
 const FRONT: &str = "front-app-secret-3d9f1c";
+const LINKEDIN: &str = "linkedin-client-secret-Wq8x";
+const SMARTCAR: &str = "smartcar-amt-9f8e7d6c";
 const TRELLO_URL: &str = "https://hooks.example.com/webhooks/trello-1";
 
 fn hmac_sha256(key: &str, message: &str) -> Vec<u8> {
@@ -66,7 +68,9 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
             &format!("public_url = {}", q(TRELLO_URL)),
         )
         + &endpoint_toml("okta-1", "okta", &[OKTA], "")
-        + &endpoint_toml("front-1", "frontapp", &[FRONT], "");
+        + &endpoint_toml("front-1", "frontapp", &[FRONT], "")
+        + &endpoint_toml("linkedin-1", "linkedin", &[LINKEDIN], "")
+        + &endpoint_toml("smartcar-1", "smartcar", &[SMARTCAR], "");
     let files = TestGateway::builder().endpoints(&endpoints).write().await;
     let gateway = BinaryGateway::start(crate::support::BinaryRole::Serve, &files.config_path, None);
     let addr = gateway.addr();
@@ -201,6 +205,49 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
     let r = send(build_request("POST", "/webhooks/front-1", &forged, body)).await;
     assert_refused(&r, 401, "front challenge with a wrong signature");
 
+    // LinkedIn: the unsigned challengeCode GET is answered with the code and its hex HMAC.
+    let code = "890e4665-4dfe-4ab1-b689-ed553bceeed0";
+    let r = send(get(
+        &format!("/webhooks/linkedin-1?challengeCode={code}"),
+        &[],
+    ))
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let hex = |bytes: Vec<u8>| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"challengeCode": code, "challengeResponse": hex(hmac_sha256(LINKEDIN, code))})
+    );
+    let long = format!("/webhooks/linkedin-1?challengeCode={}", "a".repeat(65));
+    assert_refused(
+        &send(get(&long, &[])).await,
+        400,
+        "a 65-character challengeCode",
+    );
+
+    // Smartcar: the signed VERIFY event is answered with the hex HMAC of its challenge.
+    let body = br#"{"eventId":"52f6e0bb-1369-45da-a61c-9e67d092d6db","eventType":"VERIFY","data":{"challenge":"r4nd0m-string"},"meta":{"version":"4.0"}}"#;
+    let headers = signed_headers("smartcar", SMARTCAR, "", unix_now(), body);
+    let r = send(build_request(
+        "POST",
+        "/webhooks/smartcar-1",
+        &headers,
+        body,
+    ))
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"challenge": hex(hmac_sha256(SMARTCAR, "r4nd0m-string"))})
+    );
+    let unsigned = build_request(
+        "POST",
+        "/webhooks/smartcar-1",
+        &[("Content-Type".into(), "application/json".into())],
+        body,
+    );
+    assert_refused(&send(unsigned).await, 400, "an unsigned VERIFY");
+
     // No handshake stored anything; the providers' events still verify and are stored.
     let store = files.open_store().await;
     let stored = |store: &hookgate_store::SharedStore| {
@@ -222,6 +269,8 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
         ("x-1", "twitter"),
         ("trello-1", "trello"),
         ("okta-1", "okta"),
+        ("linkedin-1", "linkedin"),
+        ("smartcar-1", "smartcar"),
     ] {
         let (headers, body) = first_valid(provider);
         let r = send(build_request(
@@ -240,6 +289,6 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
     let r = send(build_request("POST", "/webhooks/front-1", &headers, body)).await;
     assert_eq!(r.json()["status"], "accepted", "{}", r.body);
     let rows = stored(&store).await;
-    assert_eq!(rows.len(), 6, "one row per event, none per handshake");
+    assert_eq!(rows.len(), 8, "one row per event, none per handshake");
     drop(gateway);
 }
