@@ -539,3 +539,138 @@ pub(crate) fn json_answer(value: Value) -> Answer {
         headers: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::spec::PackSpec;
+
+    /// A Dropbox-like pack with `handshake` as its one handshake: the compile error's path and
+    /// message, or `None` when it compiles.
+    fn refusal(handshake: serde_json::Value) -> Option<(String, String)> {
+        let pack = json!({
+            "id": "hs_test",
+            "display_name": "T",
+            "scheme": "hmac",
+            "vectors": 0,
+            "evidence": "experimental",
+            "sources": ["https://example.com/docs"],
+            "content_types": ["application/json"],
+            "secret_format": "utf8",
+            "signature": {"headers": ["X-Sig"], "format": {"plain": {}},
+                          "algorithm": "hmac-sha256", "encoding": "hex", "signed": "{body}"},
+            "event_id": {"from": [], "signed": true, "retries_keep_id": "unknown",
+                         "fallback": "signature"},
+            "handshakes": [handshake]
+        });
+        let spec = PackSpec::from_json("packs.hs_test", &pack.to_string()).unwrap();
+        spec.compile().err().map(|e| (e.path, e.message))
+    }
+
+    fn refused_at(handshake: serde_json::Value, field: &str) {
+        let (path, message) = refusal(handshake.clone())
+            .unwrap_or_else(|| panic!("{handshake} compiled; expected a refusal at {field}"));
+        assert_eq!(
+            path,
+            format!("packs.hs_test.handshakes[0].{field}"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_documented_forms_compile() {
+        for ok in [
+            json!({"method": "GET", "unsigned": true, "when": "query:challenge",
+                   "challenge": "query:challenge",
+                   "challenge_format": {"max_length": 64, "chars": "text"}, "answer": "echo_text"}),
+            json!({"method": "HEAD", "unsigned": true, "answer": {"constant": {"status": 200}}}),
+            json!({"method": "GET", "unsigned": true, "when": "query:crc",
+                   "challenge": "query:crc", "challenge_format": {"max_length": 64, "chars": "token"},
+                   "answer": {"digest": {"field": "t", "prefix": "sha256=", "encoding": "base64"}}}),
+            json!({"when": "header:X-Challenge", "challenge": "header:X-Challenge",
+                   "answer": {"echo_json": {"field": "challenge"}}}),
+            json!({"when": "header:Validation-Token", "challenge": "header:Validation-Token",
+                   "challenge_format": {"max_length": 64, "chars": "token"},
+                   "answer": {"echo_header": {"header": "Validation-Token"}}}),
+        ] {
+            assert_eq!(refusal(ok.clone()), None, "{ok}");
+        }
+    }
+
+    #[test]
+    fn unsafe_unsigned_handshakes_are_refused_naming_the_key() {
+        // Every POST would skip verification.
+        refused_at(
+            json!({"unsigned": true, "answer": {"constant": {"status": 200}}}),
+            "when",
+        );
+        // Recognised from the (unverified) body.
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "json:/type", "equals": "x",
+                   "answer": {"constant": {"status": 200}}}),
+            "when",
+        );
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "query:c", "challenge": "json:/c",
+                   "challenge_format": {"max_length": 8, "chars": "token"}, "answer": "echo_text"}),
+            "challenge",
+        );
+        // An unbounded echo, an unbounded header answer.
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "query:c", "challenge": "query:c",
+                   "answer": "echo_text"}),
+            "challenge_format",
+        );
+        refused_at(
+            json!({"when": "header:V", "challenge": "header:V",
+                   "answer": {"echo_header": {"header": "V"}}}),
+            "challenge_format",
+        );
+        // A digest of text that could be a JSON document; bounds out of range.
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "query:c", "challenge": "query:c",
+                   "challenge_format": {"max_length": 64, "chars": "text"},
+                   "answer": {"digest": {"field": "t", "encoding": "hex"}}}),
+            "challenge_format.chars",
+        );
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "query:c", "challenge": "query:c",
+                   "challenge_format": {"max_length": 0, "chars": "token"}, "answer": "echo_text"}),
+            "challenge_format.max_length",
+        );
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "query:c", "challenge": "query:c",
+                   "challenge_format": {"max_length": 8, "chars": "emoji"}, "answer": "echo_text"}),
+            "challenge_format.chars",
+        );
+        // Unsigned and token at once; an unknown method.
+        refused_at(
+            json!({"method": "GET", "unsigned": true, "when": "query:m", "equals": "s",
+                   "challenge": "query:c", "challenge_format": {"max_length": 8, "chars": "token"},
+                   "token": {"query": "t", "option": "o"}, "answer": "echo_text"}),
+            "unsigned",
+        );
+        refused_at(
+            json!({"method": "PUT", "when": "query:c", "answer": {"constant": {"status": 200}}}),
+            "method",
+        );
+    }
+
+    #[test]
+    fn challenge_classes_admit_only_their_characters() {
+        use super::ChallengeChars::*;
+        let all = |class: super::ChallengeChars, text: &str| text.bytes().all(|b| class.allows(b));
+        assert!(all(Alphanumeric, "abcXYZ019"));
+        assert!(!all(Alphanumeric, "a-b"));
+        assert!(all(Token, "890e4665-4dfe_4ab1.b689~ed55+3b/=="));
+        assert!(!all(Token, "{\"a\":1}") && !all(Token, "a b"));
+        assert!(all(
+            Text,
+            "Validation: Testing client application reachability"
+        ));
+        for markup in ["<", ">", "&", "\"", "'", "\\", "`", "\n", "\u{7f}"] {
+            assert!(!all(Text, markup), "{markup:?}");
+        }
+    }
+}
