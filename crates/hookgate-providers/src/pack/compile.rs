@@ -213,6 +213,7 @@ impl PackSpec {
             nonce_header,
             algorithm_header,
             body_hash_param,
+            required_headers,
         } = super::signature_rules::signature_rules(
             paths,
             self,
@@ -572,6 +573,7 @@ impl PackSpec {
             key_id_header,
             jwt,
             nonce_header,
+            required_headers,
             duplicate_checked_headers: keep_all(unique),
         })
     }

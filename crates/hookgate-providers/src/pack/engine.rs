@@ -465,6 +465,12 @@ impl Pack {
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
+        // A scheme version or algorithm the provider's verifier insists on (not secret).
+        if !self.required_headers.iter().all(|(name, value)| {
+            matches!(info_header(ctx.headers, &[name]), Ok(Some(sent)) if sent == *value)
+        }) {
+            return Err(Rejection::InvalidSignature);
+        }
         let mut field_timestamp = None;
         let verified = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {

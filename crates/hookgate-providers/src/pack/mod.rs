@@ -55,7 +55,9 @@
 //!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
 //!     Standard Webhooks-like lists, other versions ignored.
 //!
-//!   `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
+//!   `required_headers` (`{"Name": "value"}`, any scheme): headers the provider's verifier
+//!   requires with exactly that value (Box's signature version and algorithm), else
+//!   `invalid_signature`. `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
 //!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
 //!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
 //!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
@@ -544,6 +546,8 @@ pub struct Pack {
     key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.
     duplicate_checked_headers: &'static [&'static str],
+    /// `signature.required_headers`: (lower-case name, exact value).
+    required_headers: &'static [(&'static str, &'static str)],
 }
 
 impl Pack {

@@ -280,6 +280,9 @@ impl Pack {
                 common::push_header(&mut headers, part, value);
             }
         }
+        for (name, value) in self.required_headers {
+            common::push_header(&mut headers, name, value);
+        }
         if let (Some(name), Some(nonce)) = (self.nonce_header, &nonce_value) {
             common::push_header(&mut headers, name, nonce);
         }

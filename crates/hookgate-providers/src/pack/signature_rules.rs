@@ -28,6 +28,7 @@ pub(super) struct SignatureRules {
     pub(super) nonce_header: Option<&'static str>,
     pub(super) algorithm_header: Option<&'static str>,
     pub(super) body_hash_param: Option<&'static str>,
+    pub(super) required_headers: &'static [(&'static str, &'static str)],
 }
 
 /// Validates `spec.signature` (and the pack's `options`, which the template may name).
@@ -237,5 +238,54 @@ pub(super) fn signature_rules(
         nonce_header,
         algorithm_header,
         body_hash_param,
+        required_headers: required_headers(paths, spec)?,
     })
+}
+
+/// `signature.required_headers`: header names checked, values not empty.
+fn required_headers(
+    paths: &Paths,
+    spec: &PackSpec,
+) -> Result<&'static [(&'static str, &'static str)], PackError> {
+    let mut out = Vec::new();
+    for (name, value) in &spec.signature.required_headers {
+        let field = format!("signature.required_headers.{name}");
+        out.push((
+            header_name(paths, &field, name)?,
+            non_empty(paths, &field, value)?,
+        ));
+    }
+    Ok(Box::leak(out.into_boxed_slice()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::spec::PackSpec;
+
+    fn compile(required: serde_json::Value) -> Result<(), (String, String)> {
+        let pack = serde_json::json!({
+            "id": "rh_test", "display_name": "T", "scheme": "hmac", "vectors": 0,
+            "evidence": "experimental", "sources": ["https://example.com/docs"],
+            "content_types": ["application/json"], "secret_format": "utf8",
+            "signature": {"headers": ["X-Sig"], "format": {"plain": {}},
+                          "algorithm": "hmac-sha256", "encoding": "hex", "signed": "{body}",
+                          "required_headers": required},
+            "event_id": {"from": [], "signed": true, "retries_keep_id": "unknown",
+                         "fallback": "signature"}
+        });
+        PackSpec::from_json("packs.rh_test", &pack.to_string())
+            .unwrap()
+            .compile()
+            .map(|_| ())
+            .map_err(|e| (e.path, e.message))
+    }
+
+    #[test]
+    fn required_headers_name_the_key_they_refuse() {
+        assert_eq!(compile(serde_json::json!({"X-Version": "1"})), Ok(()));
+        let (path, _) = compile(serde_json::json!({"X-Version": ""})).unwrap_err();
+        assert_eq!(path, "packs.rh_test.signature.required_headers.X-Version");
+        let (path, _) = compile(serde_json::json!({"Bad Header": "1"})).unwrap_err();
+        assert_eq!(path, "packs.rh_test.signature.required_headers.Bad Header");
+    }
 }

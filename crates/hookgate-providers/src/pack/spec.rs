@@ -229,6 +229,10 @@ pub struct SignatureSpec {
     /// base64(user:password)`, compared with the secret `user:password`).
     #[serde(default)]
     pub token_form: Option<String>,
+    /// Headers that must carry exactly this value (Box: `BOX-SIGNATURE-VERSION: 1`): any other
+    /// value, or none, answers `invalid_signature`, as the provider's verifier does.
+    #[serde(default)]
+    pub required_headers: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

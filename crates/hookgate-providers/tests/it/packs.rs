@@ -452,9 +452,22 @@ fn tampered(case: &Case) -> Vec<(String, HeaderMap, Vec<u8>, Vec<String>)> {
         .filter(|(i, _)| Some(*i) != case.matched_secret_index)
         .map(|(_, s)| s.clone())
         .collect();
+    // A request signed once per active key (Box's primary and secondary headers) still
+    // verifies with the other key when one is retired: keep only the first signature header
+    // present, so that the retired secret is the only one that could have matched it.
+    let mut retired_headers = case.headers.clone();
+    let present: Vec<&str> = pack
+        .info()
+        .signature_headers
+        .into_iter()
+        .filter(|n| case.headers.contains_key(*n))
+        .collect();
+    for name in present.iter().skip(1) {
+        retired_headers.remove(*name);
+    }
     out.push((
         "retired secret".into(),
-        case.headers.clone(),
+        retired_headers,
         case.body.clone(),
         retired,
     ));
