@@ -62,7 +62,8 @@
 //!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
 //!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
 //!   document); `jwt_hmac` adds `jwt`: `algorithms` (`HS256` | `HS384` | `HS512`; any other
-//!   `alg` is malformed), `issuer`, `subject_is_url` (`sub` = the signed URL), `url_hash` and
+//!   `alg` is malformed), `issuer` or `issuer_is_key_id` (`iss` names the key of a
+//!   `key_id_and_secret` secret; LiveKit), `subject_is_url` (`sub` = the signed URL), `url_hash` and
 //!   `body_hash` (`{"claim", "encoding": "hex" | "base64" | "base64url"}`: the SHA-256 of the
 //!   URL / body; `body_hash` is required), `required_claims`, `leeway_seconds` (on `exp` and
 //!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`). The request verifies

@@ -186,7 +186,15 @@ pub(super) fn signature_rules(
         .map(|h| header_name(paths, "signature.key_id_header", h))
         .transpose()?;
     let keyed = secret_format == SecretFormat::KeyIdAndSecret;
-    if keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac) {
+    // A JWT may name its key in `iss` instead of a header (LiveKit).
+    let by_issuer = jwt.as_ref().is_some_and(|j| j.issuer_is_key_id);
+    if by_issuer != (keyed && key_id_header.is_none() && scheme == Scheme::JwtHmac) {
+        return Err(paths.err(
+            "signature.jwt.issuer_is_key_id",
+            "goes with secret_format \"key_id_and_secret\" and no key_id_header",
+        ));
+    }
+    if !by_issuer && (keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac)) {
         return Err(paths.err(
             "signature.key_id_header",
             "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
@@ -278,6 +286,34 @@ mod tests {
             .compile()
             .map(|_| ())
             .map_err(|e| (e.path, e.message))
+    }
+
+    #[test]
+    fn a_jwt_issuer_names_its_key_only_with_key_id_and_secret() {
+        let pack = |format: &str| {
+            serde_json::json!({
+                "id": "jwt_test", "display_name": "T", "scheme": "jwt_hmac", "vectors": 0,
+                "evidence": "experimental", "sources": ["https://example.com/docs"],
+                "content_types": ["application/json"], "secret_format": format,
+                "signature": {"headers": ["Authorization"], "format": {"plain": {}},
+                              "encoding": "text",
+                              "jwt": {"algorithms": ["HS256"], "issuer_is_key_id": true,
+                                      "body_hash": {"claim": "sha256", "encoding": "base64"}}},
+                "event_id": {"from": ["json:/id"], "signed": true, "retries_keep_id": "unknown"}
+            })
+        };
+        let compile = |doc: serde_json::Value| {
+            PackSpec::from_json("packs.jwt_test", &doc.to_string())
+                .unwrap()
+                .compile()
+                .map(|_| ())
+                .map_err(|e| e.path)
+        };
+        assert_eq!(compile(pack("key_id_and_secret")), Ok(()));
+        assert_eq!(
+            compile(pack("utf8")),
+            Err("packs.jwt_test.signature.jwt.issuer_is_key_id".to_owned())
+        );
     }
 
     #[test]

@@ -243,6 +243,11 @@ pub struct JwtSpec {
     /// The `iss` the token must carry.
     #[serde(default)]
     pub issuer: Option<String>,
+    /// `iss` names the API key that signed the token (LiveKit): with secret format
+    /// `key_id_and_secret`, only the configured `<key id>:<secret>` whose key id equals `iss`
+    /// is tried, keyed by its secret.
+    #[serde(default)]
+    pub issuer_is_key_id: bool,
     /// `sub` must be the signed URL (`public_url` with the request's query).
     #[serde(default)]
     pub subject_is_url: bool,

@@ -533,6 +533,12 @@ pub(crate) fn jwt_rule(
             "required: the token must bind the body",
         ));
     }
+    if spec.issuer_is_key_id && spec.issuer.is_some() {
+        return Err(paths.err(
+            "signature.jwt.issuer_is_key_id",
+            "the issuer is either fixed (issuer) or the signing key's id, not both",
+        ));
+    }
     Ok(Some(JwtRule {
         algorithms,
         issuer: spec
@@ -540,6 +546,7 @@ pub(crate) fn jwt_rule(
             .as_deref()
             .map(|i| non_empty(paths, "signature.jwt.issuer", i))
             .transpose()?,
+        issuer_is_key_id: spec.issuer_is_key_id,
         subject_is_url: spec.subject_is_url,
         url_hash: hash("url_hash", &spec.url_hash)?,
         body_hash,
