@@ -33,7 +33,11 @@ impl Coverage<'_> {
             Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
             Scheme::FieldsHmac => false,
             Scheme::JwtHmac => self.jwt_body,
-            _ => self.template.contains(&Part::Body),
+            // A SHA-256 of the body binds it as well as the body itself; a CRC does not.
+            _ => self
+                .template
+                .iter()
+                .any(|p| matches!(p, Part::Body | Part::BodySha256)),
         }
     }
 

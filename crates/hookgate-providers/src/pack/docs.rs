@@ -171,7 +171,10 @@ impl Pack {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
                     Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
                     Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
-                    _ => self.template.contains(&Part::Body),
+                    _ => self
+                        .template
+                        .iter()
+                        .any(|p| matches!(p, Part::Body | Part::BodySha256)),
                 };
                 body || self
                     .fields
@@ -523,6 +526,7 @@ impl Pack {
                     let _ = write!(out, "{{option:{o}}}");
                 }
                 Part::BodyCrc32 => out.push_str("{body_crc32}"),
+                Part::BodySha256 => out.push_str("{body_sha256}"),
             }
         }
         out

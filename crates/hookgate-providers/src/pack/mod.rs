@@ -41,7 +41,7 @@
 //! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
 //!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
-//!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
+//!   `{body_crc32}` or `{body_sha256}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
 //!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
 //!   parsed once at compile time), and `format`, one of
 //!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false,
@@ -374,6 +374,8 @@ pub(crate) enum Part {
     Option(&'static str),
     /// The CRC-32 of the body as an unsigned decimal (PayPal).
     BodyCrc32,
+    /// The lower-case hex SHA-256 of the body (Tebex).
+    BodySha256,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -157,7 +157,7 @@ impl Pack {
         let mut nonce_value = None;
         let signature = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
-                let crc32 = crc32fast::hash(request.body).to_string();
+                let body_digest = self.body_digest(request.body);
                 let inputs = TemplateInputs {
                     body: request.body,
                     timestamp: timestamp.as_deref(),
@@ -165,7 +165,7 @@ impl Pack {
                     header_values: &header_values,
                     url: target.public_url,
                     options,
-                    crc32: &crc32,
+                    body_digest: &body_digest,
                 };
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {

@@ -142,6 +142,10 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                         bodies += 1;
                         Part::BodyCrc32
                     }
+                    "body_sha256" => {
+                        bodies += 1;
+                        Part::BodySha256
+                    }
                     "ts" => Part::Timestamp,
                     "id" => Part::Id,
                     "url" => Part::Url,
@@ -152,7 +156,7 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                             return Err(paths.err(
                                 field,
                                 format!(
-                                    "unknown placeholder {{{name}}} (expected body, body_crc32, ts, id, url, header:Name, option:name)"
+                                    "unknown placeholder {{{name}}} (expected body, body_crc32, body_sha256, ts, id, url, header:Name, option:name)"
                                 ),
                             ));
                         }
@@ -174,7 +178,7 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
     if bodies != 1 {
         return Err(paths.err(
             field,
-            "the template must contain {body} or {body_crc32} exactly once",
+            "the template must contain {body}, {body_crc32} or {body_sha256} exactly once",
         ));
     }
     Ok(parts)

@@ -1077,12 +1077,12 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""signed": "{body}""#,
             r#""signed": "{bdy}""#,
-            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, ts, id, url, header:Name, option:name)",
+            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, body_sha256, ts, id, url, header:Name, option:name)",
         ),
         (
             r#""signed": "{body}""#,
             r#""signed": "v0:{body}{body}""#,
-            "packs.linear.signature.signed: the template must contain {body} or {body_crc32} exactly once",
+            "packs.linear.signature.signed: the template must contain {body}, {body_crc32} or {body_sha256} exactly once",
         ),
         (
             r#""signed": false"#,

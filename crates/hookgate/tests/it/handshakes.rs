@@ -1,5 +1,5 @@
 //! Over HTTP through the real binary: the setup handshakes of Dropbox, Nylas, X (Twitter),
-//! Trello, Okta, Front, LinkedIn and Smartcar — unsigned GET and HEAD requests, header challenges, digest answers —
+//! Trello, Okta, Front, LinkedIn, Smartcar and Tebex — unsigned GET and HEAD requests, header challenges, digest answers —
 //! answered exactly as each provider documents, bounded, and never stored; the events of the
 //! same endpoints still verify and are stored.
 
@@ -20,6 +20,7 @@ const OKTA: &str = "okta-hook-secret-Me_rShK8JHsTnby";
 const FRONT: &str = "front-app-secret-3d9f1c";
 const LINKEDIN: &str = "linkedin-client-secret-Wq8x";
 const SMARTCAR: &str = "smartcar-amt-9f8e7d6c";
+const TEBEX: &str = "tebex-webhook-secret-2c116b11";
 const TRELLO_URL: &str = "https://hooks.example.com/webhooks/trello-1";
 
 fn hmac_sha256(key: &str, message: &str) -> Vec<u8> {
@@ -70,7 +71,8 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
         + &endpoint_toml("okta-1", "okta", &[OKTA], "")
         + &endpoint_toml("front-1", "frontapp", &[FRONT], "")
         + &endpoint_toml("linkedin-1", "linkedin", &[LINKEDIN], "")
-        + &endpoint_toml("smartcar-1", "smartcar", &[SMARTCAR], "");
+        + &endpoint_toml("smartcar-1", "smartcar", &[SMARTCAR], "")
+        + &endpoint_toml("tebex-1", "tebex", &[TEBEX], "");
     let files = TestGateway::builder().endpoints(&endpoints).write().await;
     let gateway = BinaryGateway::start(crate::support::BinaryRole::Serve, &files.config_path, None);
     let addr = gateway.addr();
@@ -248,6 +250,16 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
     );
     assert_refused(&send(unsigned).await, 400, "an unsigned VERIFY");
 
+    // Tebex: the signed validation webhook is answered with its id.
+    let body = br#"{"id":"2c116b11-1110-91e0-b266-b792c8da5f11","type":"validation.webhook","date":"2021-08-24T12:21:47+00:00","subject":{}}"#;
+    let headers = signed_headers("tebex", TEBEX, "", unix_now(), body);
+    let r = send(build_request("POST", "/webhooks/tebex-1", &headers, body)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.json(),
+        serde_json::json!({"id": "2c116b11-1110-91e0-b266-b792c8da5f11"})
+    );
+
     // No handshake stored anything; the providers' events still verify and are stored.
     let store = files.open_store().await;
     let stored = |store: &hookgate_store::SharedStore| {
@@ -271,6 +283,7 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
         ("okta-1", "okta"),
         ("linkedin-1", "linkedin"),
         ("smartcar-1", "smartcar"),
+        ("tebex-1", "tebex"),
     ] {
         let (headers, body) = first_valid(provider);
         let r = send(build_request(
@@ -289,6 +302,6 @@ async fn setup_handshakes_are_answered_as_documented_over_the_real_binary() {
     let r = send(build_request("POST", "/webhooks/front-1", &headers, body)).await;
     assert_eq!(r.json()["status"], "accepted", "{}", r.body);
     let rows = stored(&store).await;
-    assert_eq!(rows.len(), 8, "one row per event, none per handshake");
+    assert_eq!(rows.len(), 9, "one row per event, none per handshake");
     drop(gateway);
 }
