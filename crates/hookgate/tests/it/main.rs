@@ -10,6 +10,7 @@ mod codings_and_token_handshakes;
 mod crash;
 mod delivery;
 mod hostile;
+mod ignored_redelivery;
 mod keys;
 mod outbound;
 mod pipeline;

@@ -40,6 +40,8 @@ mod keys;
 pub use keys::*;
 mod retention;
 pub use retention::*;
+mod revive;
+pub use revive::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -172,6 +174,7 @@ macro_rules! conformance_tests {
             expired_rows_go_with_what_follows_them,
             ended_replay_claims_are_deleted,
             operator_purge_is_audited_and_blocks_replays,
+            ignored_row_redelivered_when_allowed_goes_back_to_work,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
