@@ -42,6 +42,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../migrations/postgres/0009_payload_key_index.sql"),
     ),
+    (
+        11,
+        include_str!("../../migrations/postgres/0011_jobs_and_rejections.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

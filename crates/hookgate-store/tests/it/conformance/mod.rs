@@ -42,6 +42,8 @@ mod retention;
 pub use retention::*;
 mod revive;
 pub use revive::*;
+mod jobs;
+pub use jobs::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -175,6 +177,8 @@ macro_rules! conformance_tests {
             ended_replay_claims_are_deleted,
             operator_purge_is_audited_and_blocks_replays,
             ignored_row_redelivered_when_allowed_goes_back_to_work,
+            job_batches_are_fenced_resumable_and_exact,
+            rejections_page_filter_count_and_trim,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
