@@ -228,8 +228,10 @@ pub struct JobBatch {
     pub fence: JobFence,
     pub action: JobAction,
     pub destination: Option<String>,
-    pub fresh_key: bool,
     pub inbox_ids: Vec<String>,
+    /// With a job's `fresh_key`: a new idempotency key per event (same length as
+    /// `inbox_ids`), recorded on the re-delivery; empty otherwise.
+    pub fresh_keys: Vec<String>,
     /// The cursor after the last of `inbox_ids`.
     pub cursor: String,
     pub now_ms: i64,
@@ -324,24 +326,13 @@ pub(crate) static FINISH_JOB: Statement = Statement::new(
 /// `ProcessingStore::retry_event` and `OutboxStore::retry_deliveries` do one at a time.
 pub(crate) use crate::statements::{RETRY_DELIVERIES, RETRY_EVENT};
 
-/// A replay of an `IGNORED` or `PROCESSED` event whose payload is stored: back to processing,
-/// due now, attempts reset. Parameters: inbox id, now.
-pub(crate) static REPLAY_EVENT: Statement = Statement::new(
-    "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, attempt_count = 0, \
-         next_attempt_at = $2, processed_at = NULL, last_error = NULL, \
-         lease_owner = NULL, lease_until = NULL \
-     WHERE inbox_id = $1 AND status IN ('IGNORED', 'PROCESSED') AND payload_purged_at IS NULL",
-);
+/// The operator API's one-event operations, run by a job inside its batch's transaction.
+pub(crate) use crate::operator::{REDELIVER, REPLAY_EVENT};
 
-/// A re-delivery of a finished delivery (`DELIVERED` or `FAILED`) to its destination, while
-/// the event's payload is stored. Parameters: inbox id, destination, now.
-pub(crate) static REDELIVER: Statement = Statement::new(
-    "UPDATE outbox SET status = 'PENDING', attempt_count = 0, next_attempt_at = $3, \
-         lease_owner = NULL, lease_until = NULL, last_error = NULL \
-     WHERE inbox_id = $1 AND destination = $2 AND status IN ('DELIVERED', 'FAILED') \
-       AND EXISTS (SELECT 1 FROM inbox i \
-           WHERE i.inbox_id = $1 AND i.payload_purged_at IS NULL)",
-);
+/// The outbox id of a delivery a job's re-delivery creates (as processing names them).
+pub(crate) fn outbox_id(inbox_id: &str, destination: &str) -> String {
+    format!("{inbox_id}:{destination}")
+}
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,7 @@ pub mod keys;
 mod lease;
 mod migrations;
 mod open;
+pub mod operator;
 pub mod outbox;
 mod payments;
 pub mod postgres;
@@ -54,6 +55,7 @@ pub use jobs::{
 };
 pub use keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
 pub use open::{OpenOptions, open};
+pub use operator::{EventQuery, NewAudit, OperationResult, PageKey, Redelivery};
 pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 pub use processing::{
     BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
@@ -67,8 +69,8 @@ pub use retention::{
 };
 pub use sqlite::{CommitStats, SqliteStore};
 pub use store::{
-    InboxStore, InspectStore, JobStore, OutboxStore, ProcessingStore, RejectionStore,
-    RetentionStore, SharedStore, Store,
+    InboxStore, InspectStore, JobStore, OperatorStore, OutboxStore, ProcessingStore,
+    RejectionStore, RetentionStore, SharedStore, Store,
 };
 
 /// A verified event, sealed, ready to become an inbox row.

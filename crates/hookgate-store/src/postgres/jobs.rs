@@ -14,7 +14,7 @@ use crate::jobs::{
     FINISH_JOB, INSERT_JOB, JOB_COLUMNS, JOB_FENCE, JOB_PROGRESS, JOB_STATE, JobAction, JobBatch,
     JobBatchResult, JobControl, JobControlResult, JobFence, JobFenceError, JobRecord, JobState,
     LeasedJob, NewJob, REDELIVER, REPLAY_EVENT, RETRY_DELIVERIES, RETRY_EVENT, START_JOB,
-    job_record,
+    job_record, outbox_id,
 };
 use crate::rejections::{
     ADD_COUNT, INSERT_ENTRY, Param, RejectionCauseCount, RejectionCount, RejectionEntry,
@@ -112,25 +112,29 @@ async fn check_fence(
     ))
 }
 
-async fn apply(tx: &Transaction<'_>, batch: &JobBatch, inbox_id: &str) -> Result<bool, Failed> {
+async fn apply(tx: &Transaction<'_>, batch: &JobBatch, i: usize) -> Result<bool, Failed> {
     let now = batch.now_ms;
+    let inbox_id = &batch.inbox_ids[i];
     Ok(match batch.action {
         JobAction::Retry => {
             let event = tx.prepare_cached(RETRY_EVENT.postgres()).await?;
             let deliveries = tx.prepare_cached(RETRY_DELIVERIES.postgres()).await?;
-            let a = tx.execute(&event, &[&inbox_id, &now]).await?;
-            let b = tx.execute(&deliveries, &[&inbox_id, &now]).await?;
+            let a = tx.execute(&event, &[inbox_id, &now]).await?;
+            let b = tx.execute(&deliveries, &[inbox_id, &now]).await?;
             a + b > 0
         }
         JobAction::Replay => {
-            let stmt = tx.prepare_cached(REPLAY_EVENT.postgres()).await?;
-            tx.execute(&stmt, &[&inbox_id, &now]).await? == 1
+            let stmt = tx.prepare_cached(REPLAY_EVENT).await?;
+            tx.execute(&stmt, &[inbox_id, &now]).await? == 1
         }
         JobAction::Redeliver => match &batch.destination {
             None => false,
             Some(d) => {
-                let stmt = tx.prepare_cached(REDELIVER.postgres()).await?;
-                tx.execute(&stmt, &[&inbox_id, d, &now]).await? == 1
+                let stmt = tx.prepare_cached(REDELIVER).await?;
+                let key = batch.fresh_keys.get(i);
+                tx.execute(&stmt, &[&outbox_id(inbox_id, d), d, &now, &key, inbox_id])
+                    .await?
+                    == 1
             }
         },
     })
@@ -242,8 +246,8 @@ impl RetryableWrite for Op<'_> {
                     return Ok(Out::Stopped(state));
                 }
                 let mut result = JobBatchResult::default();
-                for id in &batch.inbox_ids {
-                    if apply(tx, batch, id).await? {
+                for i in 0..batch.inbox_ids.len() {
+                    if apply(tx, batch, i).await? {
                         result.done += 1;
                     } else {
                         result.failed += 1;

@@ -21,6 +21,7 @@ mod accept;
 mod error;
 mod jobs;
 mod keys;
+mod operator;
 mod outbox;
 mod payments;
 mod processing;

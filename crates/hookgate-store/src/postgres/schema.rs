@@ -43,6 +43,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../migrations/postgres/0009_payload_key_index.sql"),
     ),
     (
+        10,
+        include_str!("../../migrations/postgres/0010_operator_api.sql"),
+    ),
+    (
         11,
         include_str!("../../migrations/postgres/0011_jobs_and_rejections.sql"),
     ),

@@ -12,7 +12,7 @@ use crate::jobs::{
     FINISH_JOB, INSERT_JOB, JOB_COLUMNS, JOB_FENCE, JOB_PROGRESS, JOB_STATE, JobAction, JobBatch,
     JobBatchResult, JobControl, JobControlResult, JobFence, JobFenceError, JobRecord, JobState,
     LeasedJob, NewJob, REDELIVER, REPLAY_EVENT, RETRY_DELIVERIES, RETRY_EVENT, START_JOB,
-    job_record,
+    job_record, outbox_id,
 };
 use crate::rejections::{
     ADD_COUNT, INSERT_ENTRY, Param, RejectionCauseCount, RejectionCount, RejectionEntry,
@@ -56,9 +56,10 @@ fn fence_error(e: ProcessingError) -> JobFenceError {
     JobFenceError::Store(e.into_store_error())
 }
 
-/// The job's action on one event; `true` when it applied.
-fn apply(conn: &Connection, batch: &JobBatch, inbox_id: &str) -> rusqlite::Result<bool> {
+/// The job's action on its `i`-th event; `true` when it applied.
+fn apply(conn: &Connection, batch: &JobBatch, i: usize) -> rusqlite::Result<bool> {
     let now = batch.now_ms;
+    let inbox_id = &batch.inbox_ids[i];
     Ok(match batch.action {
         JobAction::Retry => {
             let event = conn
@@ -70,15 +71,21 @@ fn apply(conn: &Connection, batch: &JobBatch, inbox_id: &str) -> rusqlite::Resul
             event + deliveries > 0
         }
         JobAction::Replay => {
-            conn.prepare_cached(REPLAY_EVENT.sqlite())?
+            conn.prepare_cached(&sqlite_text(REPLAY_EVENT))?
                 .execute(rusqlite::params![inbox_id, now])?
                 == 1
         }
         JobAction::Redeliver => match &batch.destination {
             None => false,
             Some(d) => {
-                conn.prepare_cached(REDELIVER.sqlite())?
-                    .execute(rusqlite::params![inbox_id, d, now])?
+                conn.prepare_cached(&sqlite_text(REDELIVER))?
+                    .execute(rusqlite::params![
+                        outbox_id(inbox_id, d),
+                        d,
+                        now,
+                        batch.fresh_keys.get(i),
+                        inbox_id
+                    ])?
                     == 1
             }
         },
@@ -247,8 +254,8 @@ impl JobStore for SqliteStore {
                 return Ok(Err(state));
             }
             let mut result = JobBatchResult::default();
-            for id in &batch.inbox_ids {
-                if apply(conn, &batch, id)? {
+            for i in 0..batch.inbox_ids.len() {
+                if apply(conn, &batch, i)? {
                     result.done += 1;
                 } else {
                     result.failed += 1;

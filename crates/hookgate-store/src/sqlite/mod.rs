@@ -24,6 +24,7 @@ mod command;
 mod error;
 mod jobs;
 mod keys;
+mod operator;
 mod outbox;
 mod payments;
 mod processing;

@@ -168,7 +168,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 10]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();

@@ -2,6 +2,9 @@
 //! the lag gauges), `/healthz` (the process runs), `/readyz` (503 only when the store does not
 //! answer or a background stage is down; its JSON body lists every problem, degraded ones
 //! too: endpoints without a usable secret, a failed reload). Kept off the webhook listener so providers never see it.
+//! The operator API ([`api`]) is served beside them unless the configuration turned it off.
+
+pub mod api;
 
 use std::sync::Arc;
 
@@ -23,11 +26,20 @@ struct AdminState {
 }
 
 pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
-    Router::new()
+    let serve_api = app.runtime.load().config.admin.api;
+    let probes = Router::new()
         .route("/metrics", get(render_metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .with_state(AdminState { app, metrics })
+        .with_state(AdminState {
+            app: app.clone(),
+            metrics,
+        });
+    if serve_api {
+        probes.merge(api::router(app))
+    } else {
+        probes
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` flips: every connection has
@@ -36,6 +48,7 @@ pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
 /// descriptors (which the webhook listener needs too).
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     router: Router,
     config: AdminConfig,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -69,11 +82,34 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let service = TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            let _slot = slot;
-            let _ = connection.await;
-        });
+        match &tls {
+            None => {
+                let connection =
+                    graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let _ = connection.await;
+                });
+            }
+            Some(acceptor) => {
+                // The handshake runs in the connection's task, bounded like a request head.
+                let acceptor = acceptor.clone();
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                let timeout = config.request_timeout;
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(timeout, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let connection =
+                        watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
+                    let _ = connection.await;
+                });
+            }
+        }
     }
     drop(listener);
     let _ = tokio::time::timeout(crate::ingress::DRAIN_TIMEOUT, graceful.shutdown()).await;

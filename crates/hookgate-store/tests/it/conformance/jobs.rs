@@ -137,7 +137,7 @@ pub async fn job_batches_are_fenced_resumable_and_exact(store: Arc<dyn Store>) {
             fence: fence.clone(),
             action: JobAction::Retry,
             destination: None,
-            fresh_key: false,
+            fresh_keys: Vec::new(),
             inbox_ids: ids.iter().map(|s| (*s).clone()).collect(),
             cursor: cursor.to_owned(),
             now_ms: at,
