@@ -9,7 +9,7 @@
 --    committed, and a runner that lost its lease writes nothing. `snapshot_at` bounds the
 --    selection to events received before the job started (events arriving later are live
 --    traffic, not the job's); `total` is counted then.
-CREATE TABLE jobs (
+CREATE TABLE IF NOT EXISTS jobs (
     job_id       TEXT    NOT NULL PRIMARY KEY,
     action       TEXT    NOT NULL CHECK (action IN ('retry', 'replay', 'redeliver')),
     filter       TEXT    NOT NULL,
@@ -31,8 +31,8 @@ CREATE TABLE jobs (
     lease_epoch  INTEGER NOT NULL DEFAULT 0,
     last_error   TEXT
 ) STRICT;
-CREATE INDEX jobs_created ON jobs (created_at, job_id);
-CREATE INDEX jobs_runnable ON jobs (created_at) WHERE state IN ('pending', 'running');
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at, job_id);
+CREATE INDEX IF NOT EXISTS jobs_runnable ON jobs (created_at) WHERE state IN ('pending', 'running');
 
 -- 2. The rejection log: a sample of rejected webhook requests (at most 100 per endpoint and
 --    cause per minute, then 1 in 100), written in batches from an in-memory ring off the
@@ -40,7 +40,7 @@ CREATE INDEX jobs_runnable ON jobs (created_at) WHERE state IN ('pending', 'runn
 --    digest; never the body. `rejection_counts` counts every rejection, sampled or not, per
 --    minute, endpoint and cause (the per-cause counts of `GET /api/v1/rejections`). Both are
 --    bounded by age and, the log, by rows (`[rejections]`).
-CREATE TABLE rejections (
+CREATE TABLE IF NOT EXISTS rejections (
     rejection_id INTEGER PRIMARY KEY,
     at           INTEGER NOT NULL,
     endpoint     TEXT    NOT NULL,
@@ -50,9 +50,9 @@ CREATE TABLE rejections (
     body_size    INTEGER,
     body_digest  BLOB
 ) STRICT;
-CREATE INDEX rejections_at ON rejections (at);
-CREATE INDEX rejections_endpoint ON rejections (endpoint, rejection_id);
-CREATE TABLE rejection_counts (
+CREATE INDEX IF NOT EXISTS rejections_at ON rejections (at);
+CREATE INDEX IF NOT EXISTS rejections_endpoint ON rejections (endpoint, rejection_id);
+CREATE TABLE IF NOT EXISTS rejection_counts (
     minute   INTEGER NOT NULL,
     endpoint TEXT    NOT NULL,
     cause    TEXT    NOT NULL,
