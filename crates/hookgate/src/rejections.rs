@@ -112,7 +112,7 @@ impl Sampler {
             .pending
             .entry((minute, endpoint.to_owned(), cause))
             .or_insert(0) += 1;
-        n <= KEEP_ALL_PER_MINUTE || (n - KEEP_ALL_PER_MINUTE) % KEEP_ONE_IN == 0
+        n <= KEEP_ALL_PER_MINUTE || (n - KEEP_ALL_PER_MINUTE).is_multiple_of(KEEP_ONE_IN)
     }
 }
 

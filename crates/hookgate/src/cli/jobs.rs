@@ -12,7 +12,7 @@ use super::events_api::{ApiClient, Filters, refused};
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// Create a bulk job: an action over the events the filters select.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Show one job (with --watch: a progress bar until it ends).
     Show {
         #[command(flatten)]
@@ -94,6 +94,7 @@ async fn run_async(command: JobsCommand) -> anyhow::Result<i32> {
     let post = reqwest::Method::POST;
     let (client, method, path, query, body, watch) = match command {
         JobsCommand::Create(a) => {
+            let a = *a;
             let filter: serde_json::Map<String, Value> = a
                 .filters
                 .pairs()
