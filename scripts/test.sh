@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 scripts/ensure-postgres.sh
 scripts/ensure-nats.sh
 scripts/ensure-cargo-deny.sh
+scripts/ensure-deploy-tools.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
