@@ -11,6 +11,7 @@ mod codings_and_token_handshakes;
 mod crash;
 mod delivery;
 mod deploy;
+mod handshakes;
 mod hostile;
 mod ignored_redelivery;
 mod jobs;
