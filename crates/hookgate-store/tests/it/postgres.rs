@@ -491,7 +491,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     for s in stores {
         s.close().await;
     }
@@ -984,7 +984,7 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 10, "and on to the latest");
+    assert_eq!(version, 11, "and on to the latest");
     let index: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'inbox_payload_key'",
@@ -1113,7 +1113,7 @@ async fn migration_8_records_payload_state_and_adds_the_audit_log() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions.last(), Some(&10));
+    assert_eq!(versions.last(), Some(&11));
     store.close().await;
 }
 
@@ -1210,7 +1210,7 @@ async fn migration_10_adds_audit_results_delivery_keys_and_page_indexes() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 10);
+    assert_eq!(version, 11);
     let indexes: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE indexname IN \
@@ -1255,6 +1255,60 @@ async fn migration_10_adds_audit_results_delivery_keys_and_page_indexes() {
             .as_deref(),
         Some("k2")
     );
+    store.close().await;
+}
+
+/// A database at schema version 10 (before bulk jobs and the rejection log) opens at version
+/// 11 with its events as they were; jobs and rejections then work on it.
+#[tokio::test]
+async fn migration_11_adds_jobs_and_rejections_to_a_version_10_database() {
+    use hookgate_store::{JobAction, JobStore, NewJob, RejectionQuery, RejectionStore};
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let id = store
+        .accept(row("stripe", "ep", "evt_10"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "DROP TABLE jobs; DROP TABLE rejections; DROP TABLE rejection_counts; \
+             DELETE FROM schema_migrations WHERE version > 10;",
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let version: i64 = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 11);
+    assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
+    store
+        .create_job(NewJob {
+            job_id: "j1".into(),
+            action: JobAction::Replay,
+            filter: "{}".into(),
+            destination: None,
+            fresh_key: false,
+            created_by: "ops".into(),
+            now_ms: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.list_jobs(10, None).await.unwrap().len(), 1);
+    let none = store
+        .list_rejections(&RejectionQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
     store.close().await;
 }
 

@@ -175,7 +175,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
@@ -940,7 +940,7 @@ async fn version_7_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 9, "and on to the latest");
+        assert_eq!(version, 10, "and on to the latest");
         let indexes: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'inbox_payload_key'",
@@ -1040,7 +1040,7 @@ async fn version_8_database_upgrades_to_9_for_the_operator_api() {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 9);
+        assert_eq!(version, 10);
         let plan: String = conn
             .query_row(
                 "EXPLAIN QUERY PLAN SELECT inbox_id FROM inbox \
@@ -1083,5 +1083,65 @@ async fn version_8_database_upgrades_to_9_for_the_operator_api() {
         .unwrap();
     let d = store.list_deliveries(&id).await.unwrap();
     assert_eq!(d[0].idempotency_key.as_deref(), Some("k2"));
+    store.close().await;
+}
+
+/// A database at schema version 9 (before bulk jobs and the rejection log) opens at version
+/// 10 with its events as they were; jobs and rejections then work on it.
+#[tokio::test]
+async fn version_9_database_upgrades_to_10_with_jobs_and_rejections() {
+    use hookgate_store::{JobAction, JobStore, NewJob, RejectionQuery, RejectionStore};
+    let dir = TempDir::new().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let id = store
+        .accept(row("ep", "evt_9"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    drop(store);
+    {
+        // As a version 9 gateway left it.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE jobs; DROP TABLE rejections; DROP TABLE rejection_counts; \
+             DELETE FROM schema_migrations WHERE version > 9;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 10);
+    }
+    assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
+    store
+        .create_job(NewJob {
+            job_id: "j1".into(),
+            action: JobAction::Retry,
+            filter: "{}".into(),
+            destination: None,
+            fresh_key: false,
+            created_by: "ops".into(),
+            now_ms: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.list_jobs(10, None).await.unwrap().len(), 1);
+    let none = store
+        .list_rejections(&RejectionQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
     store.close().await;
 }
