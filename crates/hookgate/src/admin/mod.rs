@@ -1,7 +1,10 @@
 //! The admin listener: `/metrics` (Prometheus; each scrape also reads the durable backlog for
 //! the lag gauges), `/healthz` (the process runs), `/readyz` (503 only when the store does not
 //! answer or a background stage is down; its JSON body lists every problem, degraded ones
-//! too: endpoints without a usable secret, a failed reload). Kept off the webhook listener so providers never see it.
+//! too: endpoints without a usable secret, a failed reload), and the web console (`/console`,
+//! [`console`]). Kept off the webhook listener so providers never see it.
+
+pub mod console;
 
 use std::sync::Arc;
 
@@ -27,6 +30,7 @@ pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
         .route("/metrics", get(render_metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
+        .merge(console::routes())
         .with_state(AdminState { app, metrics })
 }
 
