@@ -7,6 +7,7 @@ mod support;
 mod bench;
 mod cli;
 mod codings_and_token_handshakes;
+mod console;
 mod crash;
 mod delivery;
 mod hostile;

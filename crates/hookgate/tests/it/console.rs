@@ -1,0 +1,377 @@
+//! The web console in a real browser: the real binary with tokens, signed webhooks, then the
+//! distribution's headless Chromium driven by Playwright (`tests/browser/console.test.js`)
+//! against the admin listener — sign in (a wrong token refused), filter, open an event, decrypt
+//! it, replay it and see its status change — and finally the store, read directly, confirms
+//! what the page showed. Needs Node.js, `/usr/bin/chromium` and `playwright-core` in
+//! `tests/browser/node_modules` (`scripts/ensure-chromium.sh`, `scripts/ensure-playwright.sh`;
+//! `scripts/test.sh` runs both): without them the test fails and says so, it never skips.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use hookgate_core::InboxStatus;
+
+use crate::support::*;
+
+const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const ONCALL_TOKEN: &str = "hg_console_oncall_4b1f0c9e7d2a6b3f8e5c1a0d9b7e6f42";
+const VIEWER_TOKEN: &str = "hg_console_viewer_9e2d7c4b1a0f3e6d5c8b7a6f4e3d2c1b";
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// The whole browser session (launch included) ends within this, or the test fails.
+const BROWSER_DEADLINE: Duration = Duration::from_secs(240);
+const WAIT: Duration = Duration::from_secs(30);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What the browser test needs, each checked with the way to get it.
+fn browser_prerequisites() -> PathBuf {
+    let fix =
+        "run scripts/ensure-chromium.sh and scripts/ensure-playwright.sh (scripts/test.sh does)";
+    let node = Command::new("node").arg("--version").output();
+    assert!(
+        matches!(&node, Ok(o) if o.status.success()),
+        "the console's browser test needs Node.js (`node` on PATH): {fix}"
+    );
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "the console's browser test needs {CHROMIUM} (Debian's chromium package): {fix}"
+    );
+    let browser_dir = repo_root().join("tests/browser");
+    assert!(
+        browser_dir
+            .join("node_modules/playwright-core/package.json")
+            .exists(),
+        "the console's browser test needs playwright-core in {}: {fix}",
+        browser_dir.join("node_modules").display()
+    );
+    browser_dir
+}
+
+fn sw_body(kind: &str, marker: &str) -> Vec<u8> {
+    serde_json::json!({"type": kind, "data": {"id": "obj_1", "marker": marker}})
+        .to_string()
+        .into_bytes()
+}
+
+/// Posts one signed Standard Webhooks event; answers the inbox id and the answer's status.
+async fn send(
+    addr: std::net::SocketAddr,
+    endpoint: &str,
+    msg_id: &str,
+    body: &[u8],
+) -> (String, String) {
+    let r = post_signed(
+        addr,
+        endpoint,
+        "standard_webhooks",
+        SW_SECRET,
+        msg_id,
+        unix_now(),
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = r.json();
+    (
+        v["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no id in {v}"))
+            .to_owned(),
+        v["status"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Runs the Playwright script with `env`; answers its JSON report (panics with its output
+/// when it fails or outlives [`BROWSER_DEADLINE`]).
+fn run_browser(dir: &Path, env: &[(&str, String)]) -> serde_json::Value {
+    let mut child = Command::new("node")
+        .arg("console.test.js")
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k, v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start node");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(BROWSER_DEADLINE) {
+        Ok(output) => output.expect("wait for node"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("the browser test did not finish within {BROWSER_DEADLINE:?}");
+        }
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: serde_json::Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "the browser test printed no report ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+                output.status
+            )
+        });
+    assert!(
+        output.status.success() && report["ok"] == true,
+        "the browser test failed ({}): {}\nreport: {report:#}\nstderr:\n{stderr}",
+        output.status,
+        report["error"]
+    );
+    report
+}
+
+fn ids(rows: &serde_json::Value) -> BTreeSet<String> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_event() {
+    let browser_dir = browser_prerequisites();
+    let files = TestGateway::builder()
+        .admin_settings(&format!(
+            "[[admin.tokens]]\nname = \"oncall\"\nscopes = [\"read\", \"decrypt\", \"operate\"]\nvalue = {}\n\
+             [[admin.tokens]]\nname = \"viewer\"\nscopes = [\"read\"]\nvalue = {}\n",
+            q(ONCALL_TOKEN),
+            q(VIEWER_TOKEN)
+        ))
+        .endpoints(&endpoint_toml(
+            "shop",
+            "standard_webhooks",
+            &[SW_SECRET],
+            "allowed_event_types = [\"invoice.*\"]",
+        ))
+        .endpoints(&endpoint_toml(
+            "crm",
+            "standard_webhooks",
+            &[SW_SECRET],
+            "allowed_event_types = [\"invoice.*\"]",
+        ))
+        .write()
+        .await;
+    let gateway = files.serve(None);
+    let addr = gateway.addr();
+    let admin = gateway.admin.expect("admin listener");
+
+    // Three processed invoices and two ignored events on `shop` (one whose type is markup, to
+    // show that the page renders it as text), one of each on `crm`.
+    let mut processed = Vec::new();
+    for n in 0..3 {
+        let (id, answer) = send(
+            addr,
+            "shop",
+            &format!("msg_paid_{n}"),
+            &sw_body("invoice.paid", "p"),
+        )
+        .await;
+        assert_eq!(answer, "accepted");
+        processed.push(id);
+    }
+    let (target, answer) = send(
+        addr,
+        "shop",
+        "msg_deleted",
+        &sw_body("user.deleted", "console-replay-marker"),
+    )
+    .await;
+    assert_eq!(answer, "ignored");
+    let markup_type = "<img src=x id=injected onerror=alert(1)><b>bold</b>";
+    let (markup, _) = send(addr, "shop", "msg_markup", &sw_body(markup_type, "m")).await;
+    let (crm_ignored, _) = send(
+        addr,
+        "crm",
+        "msg_crm_deleted",
+        &sw_body("user.deleted", "c"),
+    )
+    .await;
+    let (crm_paid, _) = send(addr, "crm", "msg_crm_paid", &sw_body("invoice.paid", "c")).await;
+
+    let store = files.open_store().await;
+    wait_until("the accepted events processed", WAIT, || {
+        let store = store.clone();
+        async move {
+            let events = store.list_events(&Default::default()).await.unwrap();
+            events.len() == 7 && events.iter().all(|e| e.status != InboxStatus::Received)
+        }
+    })
+    .await;
+
+    // The page and its assets: security headers on each.
+    let page = get(admin, "/console");
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").expect("a CSP");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert!(page.header("set-cookie").is_none());
+    for asset in ["console.js", "console.css"] {
+        let r = get(admin, &format!("/console/assets/{asset}"));
+        assert_eq!(r.status, 200, "{asset}");
+        assert_eq!(
+            r.header("x-content-type-options"),
+            Some("nosniff"),
+            "{asset}"
+        );
+    }
+    assert_eq!(get(admin, "/console/assets/../Cargo.toml").status, 404);
+
+    let shots = tempfile::tempdir().unwrap();
+    let screenshot = std::env::var("HOOKGATE_CONSOLE_SCREENSHOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| shots.path().join("console.png"));
+    let env = vec![
+        ("CONSOLE_URL", format!("http://{admin}/console")),
+        ("CONSOLE_TOKEN", ONCALL_TOKEN.to_owned()),
+        ("CONSOLE_READ_TOKEN", VIEWER_TOKEN.to_owned()),
+        (
+            "CONSOLE_BAD_TOKEN",
+            "hg_console_unknown_0000000000000000".to_owned(),
+        ),
+        ("CONSOLE_ENDPOINT", "shop".to_owned()),
+        ("CONSOLE_TARGET", target.clone()),
+        ("CONSOLE_SCREENSHOT", screenshot.display().to_string()),
+        ("CHROMIUM", CHROMIUM.to_owned()),
+    ];
+    let report = tokio::task::spawn_blocking(move || run_browser(&browser_dir, &env))
+        .await
+        .unwrap();
+
+    // Nothing went wrong in the page: no script error, no CSP violation, no other origin.
+    assert_eq!(
+        report["browser_errors"],
+        serde_json::json!([]),
+        "{report:#}"
+    );
+    assert_eq!(report["requests"]["other_origin"], serde_json::json!([]));
+    assert_eq!(
+        report["requests"]["api_without_bearer"],
+        serde_json::json!([])
+    );
+    assert_eq!(report["requests"]["with_cookie"], serde_json::json!([]));
+    assert_eq!(report["cookies"], 0);
+    assert_eq!(report["storage"], 0);
+    assert_eq!(report["page_status"], 200);
+
+    // The wrong token: refused, nothing shown.
+    let refused = report["wrong_token_error"].as_str().unwrap();
+    assert!(refused.contains("Token refused"), "{refused}");
+    assert_eq!(report["wrong_token_nav_hidden"], true);
+    assert_eq!(report["wrong_token_events_hidden"], true);
+    // The read-only token: the page asks again after a reload, and the API's 403s are shown.
+    let denied = report["read_only_replay"].as_str().unwrap();
+    assert!(
+        denied.contains("refused") && denied.contains("403"),
+        "{denied}"
+    );
+    let no_decrypt = report["read_only_payload"].as_str().unwrap();
+    assert!(no_decrypt.contains("no decrypt scope"), "{no_decrypt}");
+
+    // The list: every event, the markup type as text and no element made of it.
+    let all: BTreeSet<String> = [
+        &processed[..],
+        &[
+            target.clone(),
+            markup.clone(),
+            crm_ignored.clone(),
+            crm_paid.clone(),
+        ],
+    ]
+    .concat()
+    .into_iter()
+    .collect();
+    assert_eq!(ids(&report["listed"]), all);
+    assert_eq!(report["injected_elements"], 0);
+    let listed_markup = report["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == markup.as_str())
+        .unwrap();
+    assert_eq!(listed_markup["event_type"], markup_type);
+
+    // The filter (IGNORED on `shop`) leaves exactly the two ignored events of `shop`.
+    assert_eq!(
+        ids(&report["filtered"]),
+        BTreeSet::from([target.clone(), markup.clone()]),
+        "{:#}",
+        report["filtered"]
+    );
+    assert!(
+        report["filtered"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["status"] == "IGNORED" && r["endpoint"] == "shop")
+    );
+
+    // The detail, the decrypted payload, the replay.
+    assert_eq!(report["detail_id"], target.as_str());
+    assert_eq!(report["status_before"], "IGNORED");
+    assert!(
+        report["payload"]
+            .as_str()
+            .unwrap()
+            .contains("console-replay-marker"),
+        "{}",
+        report["payload"]
+    );
+    assert_eq!(report["status_after"], "PROCESSED");
+    let result = report["operation_result"].as_str().unwrap();
+    assert!(result.contains("from IGNORED to PROCESSED"), "{result}");
+    assert!(ids(&report["processed_after"]).contains(&target));
+
+    // The store confirms: the replayed event is PROCESSED, the others are as they were, and
+    // the audit log holds the decrypt and the replay under the token's name, the viewer's
+    // attempts refused.
+    let row = store.get_event(&target).await.unwrap().unwrap();
+    assert_eq!(row.status, InboxStatus::Processed);
+    let other = store.get_event(&markup).await.unwrap().unwrap();
+    assert_eq!(
+        other.status,
+        InboxStatus::Ignored,
+        "only the replayed event changed"
+    );
+    let audit = store.audit_log(100).await.unwrap();
+    let has = |actor: &str, action: &str| {
+        audit
+            .iter()
+            .any(|a| a.actor == actor && a.action == action && a.target == target)
+    };
+    assert!(has("oncall", "replay"), "{audit:#?}");
+    assert!(has("oncall", "decrypt"), "{audit:#?}");
+    assert!(
+        has("viewer", "replay"),
+        "the refused replay is audited too: {audit:#?}"
+    );
+
+    // The screenshot is a PNG.
+    let png = std::fs::read(&screenshot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "{}",
+        png.len()
+    );
+
+    let logs = tokio::task::spawn_blocking(move || gateway.terminate())
+        .await
+        .unwrap();
+    for secret in [ONCALL_TOKEN, VIEWER_TOKEN] {
+        assert!(!logs.contains(secret), "a token reached the logs");
+    }
+}

@@ -1,0 +1,208 @@
+// Drives the hookgate console in the distribution's headless Chromium through Playwright
+// (`playwright-core`, no browser download). Started by crates/hookgate/tests/it/console.rs
+// against a real `hookgate serve`; it prints one JSON line with what it saw, which that test
+// checks (and the test reads the store to confirm). Exits non-zero when a step fails, with the
+// step's name in the JSON's `error`.
+//
+// Input (environment):
+//   CONSOLE_URL          the console's address (http://127.0.0.1:PORT/console)
+//   CONSOLE_TOKEN        a token with read, decrypt and operate
+//   CONSOLE_READ_TOKEN   a token with read only
+//   CONSOLE_BAD_TOKEN    a token the gateway does not know
+//   CONSOLE_ENDPOINT     the endpoint to filter on
+//   CONSOLE_TARGET       the inbox id of an IGNORED event of that endpoint, to replay
+//   CONSOLE_SCREENSHOT   where to write the screenshot of the events list (PNG)
+//   CHROMIUM             the browser (default /usr/bin/chromium)
+'use strict';
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { chromium } = require('playwright-core');
+
+const env = (name, fallback) => {
+  const v = process.env[name] || fallback;
+  if (!v) throw new Error('missing environment variable ' + name);
+  return v;
+};
+
+const STEP_TIMEOUT = 30000;
+
+async function main(out) {
+  const url = env('CONSOLE_URL');
+  const token = env('CONSOLE_TOKEN');
+  const readToken = env('CONSOLE_READ_TOKEN');
+  const badToken = env('CONSOLE_BAD_TOKEN');
+  const endpoint = env('CONSOLE_ENDPOINT');
+  const target = env('CONSOLE_TARGET');
+  const screenshot = env('CONSOLE_SCREENSHOT');
+  const origin = new URL(url).origin;
+
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'hookgate-console-chromium-'));
+  out.step = 'launch';
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: env('CHROMIUM', '/usr/bin/chromium'),
+    headless: true,
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    ],
+    viewport: { width: 1360, height: 900 },
+    timeout: STEP_TIMEOUT,
+  });
+  try {
+    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, origin });
+  } finally {
+    await context.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+async function drive(context, out, t) {
+  const page = context.pages()[0] || (await context.newPage());
+  page.setDefaultTimeout(STEP_TIMEOUT);
+  out.browser_errors = [];
+  page.on('pageerror', (e) => out.browser_errors.push('pageerror: ' + e.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error') out.browser_errors.push('console: ' + m.text());
+  });
+  // Every request the page makes: to this origin only; the API's with a Bearer header and no cookie.
+  out.requests = { total: 0, other_origin: [], api_without_bearer: [], with_cookie: [], api_statuses: [] };
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    out.requests.total += 1;
+    if (u.origin !== t.origin) out.requests.other_origin.push(r.url());
+    const h = r.headers();
+    if (h.cookie) out.requests.with_cookie.push(u.pathname);
+    if (u.pathname.startsWith('/api/') && !/^Bearer \S+$/.test(h.authorization || '')) {
+      out.requests.api_without_bearer.push(u.pathname);
+    }
+  });
+  page.on('response', (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith('/api/')) out.requests.api_statuses.push(r.request().method() + ' ' + u.pathname + ' ' + r.status());
+  });
+
+  out.step = 'open the console';
+  const first = await page.goto(t.url, { waitUntil: 'load' });
+  out.page_status = first.status();
+  out.page_csp = first.headers()['content-security-policy'] || null;
+  await page.locator('#view-login').waitFor({ state: 'visible' });
+
+  out.step = 'a wrong token is refused';
+  await page.fill('#token', t.badToken);
+  await page.click('#login-submit');
+  await page.locator('#login-error').waitFor({ state: 'visible' });
+  out.wrong_token_error = await page.textContent('#login-error');
+  out.wrong_token_nav_hidden = await page.locator('#nav').isHidden();
+  out.wrong_token_events_hidden = await page.locator('#view-events').isHidden();
+
+  out.step = 'sign in with the read-only token; replay is refused';
+  await signIn(page, t.readToken);
+  await page.goto(t.url + '#/events/' + encodeURIComponent(t.target));
+  await page.reload({ waitUntil: 'load' });
+  // A new document: the token was in memory only, so it asks again.
+  await page.locator('#view-login').waitFor({ state: 'visible' });
+  out.token_forgotten_on_reload = true;
+  await signIn(page, t.readToken);
+  await page.locator('#view-event').waitFor({ state: 'visible' });
+  await waitText(page, '#event-status', 'IGNORED');
+  await page.click('#replay-event');
+  await page.waitForFunction(() => /refused/.test(document.querySelector('#operation-result').textContent));
+  out.read_only_replay = await page.textContent('#operation-result');
+  await page.click('#show-payload');
+  await page.waitForFunction(() => !/Decrypting/.test(document.querySelector('#payload').textContent));
+  out.read_only_payload = await page.textContent('#payload');
+  await page.click('#logout');
+  await page.locator('#view-login').waitFor({ state: 'visible' });
+
+  out.step = 'sign in with the operator token';
+  await signIn(page, t.token);
+  await page.locator('#view-events').waitFor({ state: 'visible' });
+  await page.waitForFunction(() => /event/.test(document.querySelector('#events-summary').textContent));
+  out.listed = await rows(page);
+  out.injected_elements = await page.evaluate(() => document.querySelectorAll('#events-table img, #events-table b').length);
+
+  out.step = 'the events list screenshot';
+  await page.screenshot({ path: t.screenshot, fullPage: false });
+
+  out.step = 'filter: IGNORED events of one endpoint';
+  await page.selectOption('#f-status', 'ignored');
+  await page.fill('#f-endpoint', t.endpoint);
+  const filtered = page.waitForResponse((r) => r.url().includes('/api/v1/events?') && r.url().includes('status=ignored'));
+  await page.click('#apply-filters');
+  await filtered;
+  await page.waitForFunction(() => /matching the filter/.test(document.querySelector('#events-summary').textContent));
+  out.filtered = await rows(page);
+
+  out.step = 'open the target event';
+  await page.click('#events-table a[href$="' + encodeURIComponent(t.target) + '"]');
+  await page.locator('#view-event').waitFor({ state: 'visible' });
+  await waitText(page, '#event-status', 'IGNORED');
+  out.detail_id = await page.textContent('#event-id');
+  out.status_before = await page.textContent('#event-status');
+  out.metadata = await page.$$eval('#event-meta tr', (trs) => Object.fromEntries(trs.map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent])));
+
+  out.step = 'decrypt the payload';
+  await page.click('#show-payload');
+  await page.waitForFunction(() => !/Decrypting/.test(document.querySelector('#payload').textContent));
+  out.payload = await page.textContent('#payload');
+
+  out.step = 'replay it and see its status change';
+  await page.click('#replay-event');
+  await waitText(page, '#event-status', 'PROCESSED');
+  out.status_after = await page.textContent('#event-status');
+  await page.waitForFunction(() => /Status changed/.test(document.querySelector('#operation-result').textContent));
+  out.operation_result = await page.textContent('#operation-result');
+
+  out.step = 'the list shows it processed';
+  await page.click('#back-to-events');
+  await page.locator('#view-events').waitFor({ state: 'visible' });
+  await page.selectOption('#f-status', 'processed');
+  const processed = page.waitForResponse((r) => r.url().includes('status=processed'));
+  await page.click('#apply-filters');
+  await processed;
+  await page.waitForFunction(() => /matching the filter/.test(document.querySelector('#events-summary').textContent));
+  out.processed_after = await rows(page);
+
+  out.step = 'storage and cookies';
+  out.cookies = (await context.cookies()).length;
+  out.storage = await page.evaluate(() => localStorage.length + sessionStorage.length);
+  out.step = 'done';
+}
+
+async function signIn(page, token) {
+  await page.locator('#view-login').waitFor({ state: 'visible' });
+  await page.fill('#token', token);
+  await page.click('#login-submit');
+  await page.waitForFunction(() => document.body.dataset.signedIn === 'yes');
+}
+
+async function waitText(page, selector, text) {
+  await page.waitForFunction(
+    ([s, want]) => document.querySelector(s).textContent.trim() === want,
+    [selector, text],
+  );
+}
+
+async function rows(page) {
+  return page.$$eval('#events-table tbody tr', (trs) => trs.map((tr) => ({
+    id: tr.dataset.id,
+    status: tr.querySelector('.event-status').textContent,
+    endpoint: tr.cells[3].textContent,
+    event_type: tr.querySelector('.event-type').textContent,
+  })));
+}
+
+const out = { ok: false };
+main(out)
+  .then(() => {
+    out.ok = true;
+  })
+  .catch((e) => {
+    out.error = out.step + ': ' + (e && e.stack ? e.stack : String(e));
+    process.exitCode = 1;
+  })
+  .finally(() => {
+    process.stdout.write(JSON.stringify(out) + '\n');
+  });
