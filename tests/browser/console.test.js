@@ -64,7 +64,9 @@ async function drive(context, out, t) {
   out.browser_errors = [];
   page.on('pageerror', (e) => out.browser_errors.push('pageerror: ' + e.message));
   page.on('console', (m) => {
-    if (m.type() === 'error') out.browser_errors.push('console: ' + m.text());
+    // Chromium logs every non-2xx fetch; the refusals this script provokes (401, 403) are expected.
+    const expected = /^Failed to load resource: the server responded with a status of 40[13]/;
+    if (m.type() === 'error' && !expected.test(m.text())) out.browser_errors.push('console: ' + m.text());
   });
   // Every request the page makes: to this origin only; the API's with a Bearer header and no cookie.
   out.requests = { total: 0, other_origin: [], api_without_bearer: [], with_cookie: [], api_statuses: [] };

@@ -38,6 +38,11 @@ const ASSETS: &[Asset] = &[
         content_type: "text/css; charset=utf-8",
         body: include_str!("console/console.css"),
     },
+    Asset {
+        name: "favicon.svg",
+        content_type: "image/svg+xml",
+        body: include_str!("console/favicon.svg"),
+    },
 ];
 
 /// The console's routes, merged into the admin router.
