@@ -232,8 +232,9 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert_eq!(get(admin, "/console/assets/../Cargo.toml").status, 404);
 
     let shots = tempfile::tempdir().unwrap();
+    // HOOKGATE_CONSOLE_SCREENSHOT=docs/console.png (relative to the repository) keeps it.
     let screenshot = std::env::var("HOOKGATE_CONSOLE_SCREENSHOT")
-        .map(PathBuf::from)
+        .map(|p| repo_root().join(p))
         .unwrap_or_else(|_| shots.path().join("console.png"));
     let env = vec![
         ("CONSOLE_URL", format!("http://{admin}/console")),
