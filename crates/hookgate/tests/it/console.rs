@@ -88,7 +88,7 @@ async fn send(
 /// Runs the Playwright script with `env`; answers its JSON report (panics with its output
 /// when it fails or outlives [`BROWSER_DEADLINE`]).
 fn run_browser(dir: &Path, env: &[(&str, String)]) -> serde_json::Value {
-    let mut child = Command::new("node")
+    let child = Command::new("node")
         .arg("console.test.js")
         .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v.as_str())))
