@@ -729,7 +729,11 @@
   function start() {
     document.body.dataset.signedIn = 'no';
     $('login-form').addEventListener('submit', signIn);
-    $('logout').addEventListener('click', () => signOut(''));
+    $('logout').addEventListener('click', () => {
+      // Logging out forgets the place too; a 401 keeps it, to come back after signing in.
+      history.replaceState(null, '', location.pathname);
+      signOut('');
+    });
     $('filters').addEventListener('submit', (ev) => {
       ev.preventDefault();
       readFilters();
