@@ -130,7 +130,7 @@ async function drive(context, out, t) {
 
   out.step = 'filter: IGNORED events of one endpoint';
   await page.selectOption('#f-status', 'ignored');
-  await page.fill('#f-endpoint', t.endpoint);
+  await page.fill('#f-endpoint_id', t.endpoint);
   const filtered = page.waitForResponse((r) => r.url().includes('/api/v1/events?') && r.url().includes('status=ignored'));
   await page.click('#apply-filters');
   await filtered;

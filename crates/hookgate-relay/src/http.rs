@@ -5,7 +5,7 @@
 //!
 //! | header | value |
 //! | --- | --- |
-//! | `Idempotency-Key`, `webhook-id` | the inbox id (stable across retries and re-deliveries) |
+//! | `Idempotency-Key`, `webhook-id` | the inbox id (stable across retries and re-deliveries), or the fresh key an operator's re-delivery with `fresh_key` recorded |
 //! | `webhook-timestamp` | unix seconds of this attempt |
 //! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` per signing secret, space-separated |
 //! | `X-Hookgate-Provider`, `X-Hookgate-Endpoint`, `X-Hookgate-Event-Id`, `X-Hookgate-Event-Type` | the event's metadata (sanitised) |
@@ -267,7 +267,7 @@ impl HttpDestination {
                 h.insert(HeaderName::from_static(name), v);
             }
         };
-        put(&mut h, "idempotency-key", m.inbox_id);
+        put(&mut h, "idempotency-key", m.idempotency_key);
         put(&mut h, "x-hookgate-provider", m.provider);
         put(&mut h, "x-hookgate-endpoint", m.endpoint_id);
         put(&mut h, "x-hookgate-event-id", m.provider_event_id);
@@ -285,7 +285,7 @@ impl HttpDestination {
 pub fn sign(secrets: &[Arc<SecretMaterial>], m: &Message<'_>) -> Vec<(HeaderName, HeaderValue)> {
     let pack = pack::builtin("standard_webhooks").expect("a built-in pack");
     let request = SignRequest {
-        event_id: m.inbox_id,
+        event_id: m.idempotency_key,
         event_type: m.event_type,
         timestamp: m.timestamp,
         body: m.body,
@@ -312,7 +312,7 @@ pub fn sign(secrets: &[Arc<SecretMaterial>], m: &Message<'_>) -> Vec<(HeaderName
     }
     if secrets.is_empty() {
         // Unsigned, but the id and timestamp still travel (the id is the idempotency key).
-        if let Ok(v) = HeaderValue::from_str(&header_safe(m.inbox_id)) {
+        if let Ok(v) = HeaderValue::from_str(&header_safe(m.idempotency_key)) {
             out.push((HeaderName::from_static("webhook-id"), v));
         }
         out.push((
@@ -599,6 +599,7 @@ mod tests {
     fn message(body: &[u8]) -> Message<'_> {
         Message {
             inbox_id: "0190-test",
+            idempotency_key: "0190-test",
             provider: "stripe",
             endpoint_id: "e",
             provider_event_id: "evt_1",

@@ -24,8 +24,11 @@ use std::time::Duration;
 
 /// One event to deliver. `Debug` never shows the body.
 pub struct Message<'a> {
-    /// The idempotency key.
+    /// The inbox id (`X-Hookgate-Inbox-Id`).
     pub inbox_id: &'a str,
+    /// The idempotency key (`Idempotency-Key`, `webhook-id`, JetStream's `Nats-Msg-Id`): the
+    /// inbox id, unless an operator's re-delivery with `fresh_key` gave the delivery a new one.
+    pub idempotency_key: &'a str,
     pub provider: &'a str,
     pub endpoint_id: &'a str,
     pub provider_event_id: &'a str,

@@ -121,7 +121,7 @@ impl NatsDestination {
             destination: &self.settings.id,
         });
         let mut headers = async_nats::HeaderMap::new();
-        let msg_id = format!("{}:{}", m.inbox_id, self.settings.id);
+        let msg_id = format!("{}:{}", m.idempotency_key, self.settings.id);
         headers.insert("Nats-Msg-Id", header_safe(&msg_id).as_str());
         headers.insert("X-Hookgate-Inbox-Id", header_safe(m.inbox_id).as_str());
         headers.insert("X-Hookgate-Provider", header_safe(m.provider).as_str());

@@ -36,6 +36,7 @@ pub mod keys;
 mod lease;
 mod migrations;
 mod open;
+pub mod operator;
 pub mod outbox;
 mod payments;
 pub mod postgres;
@@ -48,6 +49,7 @@ pub mod store;
 
 pub use keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
 pub use open::{OpenOptions, open};
+pub use operator::{EventQuery, NewAudit, OperationResult, PageKey, Redelivery};
 pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 pub use processing::{
     BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
@@ -58,7 +60,8 @@ pub use retention::{
 };
 pub use sqlite::{CommitStats, SqliteStore};
 pub use store::{
-    InboxStore, InspectStore, OutboxStore, ProcessingStore, RetentionStore, SharedStore, Store,
+    InboxStore, InspectStore, OperatorStore, OutboxStore, ProcessingStore, RetentionStore,
+    SharedStore, Store,
 };
 
 /// A verified event, sealed, ready to become an inbox row.

@@ -32,6 +32,15 @@ pub struct OutboxRecord {
     pub last_error: Option<String>,
     pub created_at_ms: i64,
     pub delivered_at_ms: Option<i64>,
+    /// The key a re-delivery with `fresh_key` recorded; `None`: the inbox id.
+    pub idempotency_key: Option<String>,
+}
+
+impl OutboxRecord {
+    /// The `Idempotency-Key` (and message id) this delivery is sent with.
+    pub fn idempotency_key<'a>(&'a self, event: &'a InboxRecord) -> &'a str {
+        self.idempotency_key.as_deref().unwrap_or(&event.inbox_id)
+    }
 }
 
 /// One leased delivery: the outbox row and the inbox row it delivers (with the sealed payload).

@@ -148,6 +148,10 @@ pub struct AuditRecord {
     pub target: String,
     /// JSON.
     pub detail: Option<String>,
+    /// `ok`, or `denied` for a refused request (schema version 9 / 10; older rows: `ok`).
+    pub result: String,
+    /// The filter of an action over many events (JSON), `None` for one event.
+    pub filter: Option<String>,
 }
 
 /// The detail of a purge batch's audit row: `{"purged":[ids],"still_received":n}`. Ids are

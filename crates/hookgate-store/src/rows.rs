@@ -145,7 +145,7 @@ pub(crate) fn inbox_record(r: &impl Columns) -> Result<InboxRecord, StoreError> 
 
 /// The outbox columns in the order [`outbox_record`] reads them.
 pub(crate) const OUTBOX_COLUMNS: &str = "outbox_id, inbox_id, destination, status, \
-     attempt_count, next_attempt_at, last_error, created_at, delivered_at";
+     attempt_count, next_attempt_at, last_error, created_at, delivered_at, idempotency_key";
 
 pub(crate) fn outbox_record(r: &impl Columns) -> Result<OutboxRecord, StoreError> {
     let status = r
@@ -162,6 +162,7 @@ pub(crate) fn outbox_record(r: &impl Columns) -> Result<OutboxRecord, StoreError
         last_error: r.opt_text(6)?,
         created_at_ms: r.int(7)?,
         delivered_at_ms: r.opt_int(8)?,
+        idempotency_key: r.opt_text(9)?,
     })
 }
 

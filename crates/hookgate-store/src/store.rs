@@ -7,8 +7,9 @@
 //! | [`OutboxStore`] | the relay, `events retry` | delivery leases, fenced results, operator retry |
 //! | [`RetentionStore`] | the retention stage, `events purge` | expired payloads and id records, operator purges with their audit row |
 //! | [`InspectStore`] | CLI, admin API, benchmark, tests | read-only views of the durable state |
+//! | [`OperatorStore`] | the operator API, the `events` CLI | replay, re-delivery, the audit trail |
 //!
-//! [`Store`] is their union, implemented by every type that implements all five, and what
+//! [`Store`] is their union, implemented by every type that implements all six, and what
 //! the binary holds ([`SharedStore`]). Nothing here is backend-specific; each backend
 //! implements the traits in its own folder.
 
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use hookgate_core::{OutboxStatus, Outcome};
 
 use crate::keys::PayloadKeyStore;
+use crate::operator::{EventQuery, NewAudit, OperationResult, Redelivery};
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
     FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
@@ -206,6 +208,13 @@ pub trait InspectStore: Send + Sync {
 
     async fn list_events(&self, filter: &EventFilter) -> Result<Vec<InboxRecord>, StoreError>;
 
+    /// One page of the operator API's event list: at most `query.limit` events matching
+    /// every part of `query`, newest first by `received_at` (ties by id, descending),
+    /// starting after `query.after`. Keyset paging: a page never repeats or skips an event
+    /// that existed when paging began, however many are accepted meanwhile. Payloads are
+    /// never read (`payload` is `None`; `payload_purged_at` tells whether one is stored).
+    async fn page_events(&self, query: &EventQuery) -> Result<Vec<InboxRecord>, StoreError>;
+
     /// Number of inbox rows, all statuses (benchmark and test verification).
     async fn count_inbox(&self) -> Result<u64, StoreError>;
 
@@ -258,10 +267,33 @@ pub trait InspectStore: Send + Sync {
     async fn audit_log(&self, limit: u32) -> Result<Vec<AuditRecord>, StoreError>;
 }
 
-/// Everything a gateway process uses: the union of the five roles and key rotation
+/// The operator's actions on stored events (see [`crate::operator`]) and their audit trail.
+/// Each operation is one conditional statement (SQLite: a command of the single writer),
+/// safe against a concurrent lease: it changes only rows no worker or relay holds a live
+/// lease on, and clears the lease columns, so a late lease holder's fenced write fails.
+#[async_trait::async_trait]
+pub trait OperatorStore: Send + Sync {
+    /// Writes one `audit_log` row.
+    async fn record_audit(&self, entry: NewAudit) -> Result<(), StoreError>;
+
+    /// Replay through processing: a `PROCESSED`, `IGNORED` or `FAILED` event whose payload is
+    /// stored becomes `RECEIVED`, due at `now_ms`, attempts and outcome reset. A worker then
+    /// processes it as any other row (whatever the endpoint's allow-list says now).
+    async fn replay_event(
+        &self,
+        inbox_id: &str,
+        now_ms: i64,
+    ) -> Result<OperationResult, StoreError>;
+
+    /// Re-delivery of a `PROCESSED` event to one destination (see [`Redelivery`]).
+    async fn redeliver(&self, request: Redelivery<'_>) -> Result<OperationResult, StoreError>;
+}
+
+/// Everything a gateway process uses: the union of the six roles and key rotation
 /// ([`PayloadKeyStore`]).
 pub trait Store:
     InboxStore
+    + OperatorStore
     + ProcessingStore
     + OutboxStore
     + RetentionStore
@@ -275,6 +307,7 @@ pub trait Store:
 
 impl<T> Store for T where
     T: InboxStore
+        + OperatorStore
         + ProcessingStore
         + OutboxStore
         + RetentionStore

@@ -134,6 +134,9 @@ pub struct Gateway {
     dev: bool,
     /// The webhook listener's certificate (built-in TLS), re-read on SIGHUP too.
     tls_cert: Option<Arc<ingress::tls::ReloadingCert>>,
+    /// The admin listener's certificate (`[admin] tls`), polled like the webhook one.
+    #[allow(dead_code)]
+    admin_tls_cert: Option<Arc<ingress::tls::ReloadingCert>>,
 }
 
 impl Gateway {
@@ -180,6 +183,18 @@ impl Gateway {
         } else {
             None
         };
+        let admin_tls = match (
+            &config.admin.tls,
+            config.admin_listen.filter(|_| roles.admin),
+        ) {
+            (Some(paths), Some(_)) => {
+                let cert = ingress::tls::ReloadingCert::load(paths).context("admin.tls")?;
+                let acceptor = cert.acceptor()?;
+                cert.spawn_polling();
+                Some((cert, acceptor))
+            }
+            _ => None,
+        };
         let admin_listener = match config.admin_listen.filter(|_| roles.admin) {
             Some(addr) => Some(
                 TcpListener::bind(addr)
@@ -208,7 +223,14 @@ impl Gateway {
         if roles.ingress {
             refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
         }
+        let api_tokens = if roles.admin {
+            admin::api::auth::ApiTokens::read(&runtime.config.admin.tokens, &runtime.secret_reader)
+                .await?
+        } else {
+            Default::default()
+        };
         let state = AppState::new(runtime, store, parts.clock, roles.ingress);
+        state.api_tokens.store(Arc::new(api_tokens));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (mut refresher, refresher_stop) = StoppableTasks::new();
         if roles.ingress {
@@ -223,6 +245,7 @@ impl Gateway {
             let router = admin::router(state.clone(), telemetry::metrics_handle());
             tokio::spawn(admin::serve(
                 listener,
+                admin_tls.as_ref().map(|(_, acceptor)| acceptor.clone()),
                 router,
                 state.runtime.load().config.admin.clone(),
                 shutdown_rx.clone(),
@@ -275,6 +298,7 @@ impl Gateway {
             webhook_role: roles.ingress,
             dev: parts.dev,
             tls_cert,
+            admin_tls_cert: admin_tls.map(|(cert, _)| cert),
         })
     }
     /// Re-reads the configuration file and every secret that is not retired. A secret that
@@ -323,7 +347,13 @@ impl Gateway {
         if self.webhook_role {
             refresh_slots(&runtime.secret_slots(), &runtime.secret_reader, true).await;
         }
+        // Tokens are read before anything is swapped: one that cannot be read fails the
+        // reload, and the running tokens stay.
+        let api_tokens =
+            admin::api::auth::ApiTokens::read(&runtime.config.admin.tokens, &runtime.secret_reader)
+                .await?;
         self.state.runtime.store(Arc::new(runtime));
+        self.state.api_tokens.store(Arc::new(api_tokens));
         if self.webhook_role {
             telemetry::secrets_observed(&self.state.runtime.load(), self.state.clock.now_secs());
         }

@@ -209,6 +209,8 @@ pub struct AppState {
     /// Whether this process verifies webhooks (the ingress role): only then are endpoint
     /// secrets read, refreshed and reported.
     pub verifies_webhooks: bool,
+    /// The operator API's tokens, read at start and on reload (none: every API call is 401).
+    pub api_tokens: ArcSwap<crate::admin::api::auth::ApiTokens>,
 }
 
 impl AppState {
@@ -235,6 +237,7 @@ impl AppState {
             stages: Arc::new(StageHealth::default()),
             reload_failure: ArcSwapOption::empty(),
             verifies_webhooks,
+            api_tokens: ArcSwap::from_pointee(Default::default()),
         })
     }
 }

@@ -20,6 +20,7 @@
 mod accept;
 mod error;
 mod keys;
+mod operator;
 mod outbox;
 mod payments;
 mod processing;

@@ -192,6 +192,10 @@ impl InspectStore for PostgresStore {
             .collect()
     }
 
+    async fn page_events(&self, query: &crate::EventQuery) -> Result<Vec<InboxRecord>, StoreError> {
+        self.page(query).await
+    }
+
     async fn count_inbox(&self) -> Result<u64, StoreError> {
         self.query_one(COUNT_INBOX.postgres(), &[], |r| r.count(0))
             .await

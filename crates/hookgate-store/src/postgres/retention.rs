@@ -331,7 +331,7 @@ pub(super) async fn audit_log(
 ) -> Result<Vec<AuditRecord>, StoreError> {
     let rows = store
         .query(
-            "SELECT audit_id, at, actor, action, target, detail FROM audit_log \
+            "SELECT audit_id, at, actor, action, target, detail, result, filter FROM audit_log \
              ORDER BY at DESC, audit_id DESC LIMIT $1",
             &[&i64::from(limit)],
         )
@@ -345,6 +345,8 @@ pub(super) async fn audit_log(
                 action: r.text(3)?,
                 target: r.text(4)?,
                 detail: r.opt_text(5)?,
+                result: r.text(6)?,
+                filter: r.opt_text(7)?,
             })
         })
         .collect()

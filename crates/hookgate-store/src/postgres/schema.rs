@@ -42,6 +42,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../migrations/postgres/0009_payload_key_index.sql"),
     ),
+    (
+        10,
+        include_str!("../../migrations/postgres/0010_operator_api.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

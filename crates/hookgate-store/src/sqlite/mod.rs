@@ -23,6 +23,7 @@ mod checkpoint;
 mod command;
 mod error;
 mod keys;
+mod operator;
 mod outbox;
 mod payments;
 mod processing;

@@ -232,6 +232,12 @@ impl InspectStore for SqliteStore {
         self.read(move |conn| list_events(conn, &filter)).await
     }
 
+    async fn page_events(&self, query: &crate::EventQuery) -> Result<Vec<InboxRecord>, StoreError> {
+        let query = query.clone();
+        self.read(move |conn| super::operator::page_events(conn, &query))
+            .await
+    }
+
     async fn count_inbox(&self) -> Result<u64, StoreError> {
         self.read(|conn| {
             conn.prepare_cached(statements::COUNT_INBOX.sqlite())?

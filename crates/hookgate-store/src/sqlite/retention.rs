@@ -248,7 +248,7 @@ fn keys(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> rusqlite::Result
 /// The newest `limit` audit rows (the [`crate::InspectStore`] read).
 pub(super) fn audit_log(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<AuditRecord>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT audit_id, at, actor, action, target, detail FROM audit_log \
+        "SELECT audit_id, at, actor, action, target, detail, result, filter FROM audit_log \
          ORDER BY at DESC, audit_id DESC LIMIT ?1",
     )?;
     let rows = stmt.query_map([i64::from(limit)], |r| {
@@ -259,6 +259,8 @@ pub(super) fn audit_log(conn: &Connection, limit: u32) -> rusqlite::Result<Vec<A
             action: r.get(3)?,
             target: r.get(4)?,
             detail: r.get(5)?,
+            result: r.get(6)?,
+            filter: r.get(7)?,
         })
     })?;
     rows.collect()

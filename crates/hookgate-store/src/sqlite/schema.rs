@@ -38,6 +38,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         8,
         include_str!("../../migrations/sqlite/0008_payload_key_index.sql"),
     ),
+    (
+        9,
+        include_str!("../../migrations/sqlite/0009_operator_api.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

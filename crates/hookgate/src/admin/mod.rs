@@ -1,9 +1,11 @@
 //! The admin listener: `/metrics` (Prometheus; each scrape also reads the durable backlog for
 //! the lag gauges), `/healthz` (the process runs), `/readyz` (503 only when the store does not
 //! answer or a background stage is down; its JSON body lists every problem, degraded ones
-//! too: endpoints without a usable secret, a failed reload), and the web console (`/console`,
-//! [`console`]). Kept off the webhook listener so providers never see it.
+//! too: endpoints without a usable secret, a failed reload). Kept off the webhook listener so providers never see it.
+//! The operator API ([`api`]) and the web console that uses it ([`console`], `/console`) are
+//! served beside them unless the configuration turned the API off.
 
+pub mod api;
 pub mod console;
 
 use std::sync::Arc;
@@ -26,12 +28,20 @@ struct AdminState {
 }
 
 pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
-    Router::new()
+    let serve_api = app.runtime.load().config.admin.api;
+    let probes = Router::new()
         .route("/metrics", get(render_metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .merge(console::routes())
-        .with_state(AdminState { app, metrics })
+        .with_state(AdminState {
+            app: app.clone(),
+            metrics,
+        });
+    if serve_api {
+        probes.merge(api::router(app)).merge(console::routes())
+    } else {
+        probes
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` flips: every connection has
@@ -40,6 +50,7 @@ pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
 /// descriptors (which the webhook listener needs too).
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     router: Router,
     config: AdminConfig,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -73,11 +84,34 @@ pub async fn serve(
             _ = shutdown.changed() => break,
         };
         let service = TowerToHyperService::new(router.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            let _slot = slot;
-            let _ = connection.await;
-        });
+        match &tls {
+            None => {
+                let connection =
+                    graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let _ = connection.await;
+                });
+            }
+            Some(acceptor) => {
+                // The handshake runs in the connection's task, bounded like a request head.
+                let acceptor = acceptor.clone();
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                let timeout = config.request_timeout;
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(timeout, acceptor.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let connection =
+                        watcher.watch(builder.serve_connection(TokioIo::new(stream), service));
+                    let _ = connection.await;
+                });
+            }
+        }
     }
     drop(listener);
     let _ = tokio::time::timeout(crate::ingress::DRAIN_TIMEOUT, graceful.shutdown()).await;

@@ -6,6 +6,7 @@
 //! A bad configuration fails at start-up (or on a reload, which then keeps the running one)
 //! with a message naming the key and the problem — never at the first request.
 
+pub mod admin;
 pub mod destinations;
 mod packs;
 mod policies;
@@ -89,6 +90,12 @@ pub struct AdminConfig {
     pub request_timeout: Duration,
     /// Open admin connections; past it new ones wait in the kernel's accept queue.
     pub max_connections: usize,
+    /// `[admin] tls`: built-in TLS of the admin listener.
+    pub tls: Option<TlsPaths>,
+    /// `[[admin.tokens]]`: the operator API's bearer tokens (values read at start).
+    pub tokens: Vec<admin::TokenConfig>,
+    /// Whether the operator API is served (not on a non-loopback listener without tokens).
+    pub api: bool,
 }
 
 impl Default for AdminConfig {
@@ -96,6 +103,9 @@ impl Default for AdminConfig {
         Self {
             request_timeout: Duration::from_secs(10),
             max_connections: 64,
+            tls: None,
+            tokens: Vec::new(),
+            api: true,
         }
     }
 }

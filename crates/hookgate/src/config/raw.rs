@@ -12,7 +12,7 @@ use super::policies::{RawRate, RawRetry};
 pub struct RawConfig {
     pub server: RawServer,
     #[serde(default)]
-    pub admin: Option<RawAdmin>,
+    pub admin: Option<super::admin::RawAdmin>,
     pub store: RawStore,
     pub payload_encryption: RawPayloadEncryption,
     #[serde(default)]
@@ -108,17 +108,6 @@ pub struct RawServer {
 pub struct RawTls {
     pub cert: String,
     pub key: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawAdmin {
-    pub listen: String,
-    pub request_timeout_ms: Option<u64>,
-    pub max_connections: Option<usize>,
-    /// Needed for a non-loopback `listen` until the operator API has tokens.
-    #[serde(default)]
-    pub allow_unauthenticated: bool,
 }
 
 #[derive(Debug, Deserialize)]

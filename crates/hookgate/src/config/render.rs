@@ -52,12 +52,7 @@ pub fn render_redacted(c: &Config) -> String {
         s.max_body_readers, s.per_client_body_readers, s.min_body_bytes_per_second
     );
     if let Some(a) = c.admin_listen {
-        let _ = writeln!(
-            out,
-            "\n[admin]\nlisten = \"{a}\"\nrequest_timeout_ms = {}\nmax_connections = {}",
-            c.admin.request_timeout.as_millis(),
-            c.admin.max_connections
-        );
+        super::admin::render(&mut out, a, &c.admin);
     }
     let st = &c.store;
     let _ = writeln!(out, "\n[store]\nurl = \"{}\"", redact_url(&st.url));

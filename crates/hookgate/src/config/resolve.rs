@@ -96,7 +96,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
 
     let (admin_listen, admin) = match raw.admin {
         None => (None, AdminConfig::default()),
-        Some(a) => resolve_admin(a, &mut warnings)?,
+        Some(a) => super::admin::resolve_admin(a, base, &mut warnings)?,
     };
 
     let store = super::store::resolve_store(&raw.store, base, &mut warnings)?;
@@ -357,42 +357,6 @@ fn check_trusted_proxies(proxies: &[IpNet], allow_public: bool) -> Result<(), Co
         }
     }
     Ok(())
-}
-
-/// `[admin]`: a non-loopback bind serves `/metrics` and the probes to the network without
-/// authentication, so it has to be asked for.
-fn resolve_admin(
-    a: raw::RawAdmin,
-    warnings: &mut Vec<String>,
-) -> Result<(Option<SocketAddr>, AdminConfig), ConfigError> {
-    let listen: SocketAddr = a
-        .listen
-        .parse()
-        .map_err(|_| err("admin.listen", "must be IP:PORT"))?;
-    if !listen.ip().is_loopback() {
-        if !a.allow_unauthenticated {
-            return Err(err(
-                "admin.listen",
-                format!(
-                    "{listen} is not a loopback address and the admin listener has no \
-                     authentication yet: set admin.allow_unauthenticated = true to serve it there"
-                ),
-            ));
-        }
-        warnings.push(format!(
-            "admin.listen {listen} is not loopback: /metrics and the health probes are served \
-             without authentication (admin.allow_unauthenticated = true)"
-        ));
-    }
-    let admin = AdminConfig {
-        request_timeout: Duration::from_millis(positive(
-            a.request_timeout_ms.map(|v| v as usize),
-            10_000,
-            "admin.request_timeout_ms",
-        )? as u64),
-        max_connections: positive(a.max_connections, 64, "admin.max_connections")?,
-    };
-    Ok((Some(listen), admin))
 }
 
 pub(super) fn positive(

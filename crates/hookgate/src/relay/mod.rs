@@ -214,6 +214,7 @@ async fn deliver_one(
         Ok(body) => {
             let message = Message {
                 inbox_id: &event.inbox_id,
+                idempotency_key: delivery.idempotency_key(&event),
                 provider: &event.provider,
                 endpoint_id: &event.endpoint_id,
                 provider_event_id: &event.provider_event_id,

@@ -66,6 +66,11 @@
     return show(value);
   }
 
+  // Fields holding a time: `received_at` (RFC 3339), `created_at_ms` (Unix milliseconds), `at`.
+  function isTime(key) {
+    return key === 'at' || key.endsWith('_at') || key.endsWith('_at_ms');
+  }
+
   function statusClass(status) {
     return 'status status-' + String(status || '').toLowerCase().replace(/[^a-z]/g, '');
   }
@@ -308,6 +313,7 @@
     const body = node.tBodies[0];
     clear(head);
     clear(body);
+    if (rows && typeof rows === 'object' && !Array.isArray(rows)) rows = [rows];
     if (!Array.isArray(rows) || rows.length === 0) {
       body.append(el('tr', null, el('td', { className: 'muted' }, 'none')));
       return;
@@ -321,7 +327,7 @@
       body.append(el('tr', null, ...columns.map((c) => {
         const v = row[c];
         if (c === 'status' || c.endsWith('_status')) return el('td', null, el('span', { className: statusClass(v) }, show(v).toUpperCase()));
-        if (c.endsWith('_at') || c === 'at') return el('td', null, when(v));
+        if (isTime(c)) return el('td', null, when(v));
         return el('td', null, show(v));
       })));
     }
@@ -339,9 +345,10 @@
     clear(meta);
     for (const [k, v] of Object.entries(ev)) {
       if (k === 'attempts' || k === 'deliveries') continue;
-      meta.append(el('tr', null, el('th', null, k), el('td', null, k.endsWith('_at') ? when(v) : show(v))));
+      meta.append(el('tr', null, el('th', null, k), el('td', null, isTime(k) ? when(v) : show(v))));
     }
-    const attempts = Array.isArray(ev.attempts) ? ev.attempts : [];
+    // The gateway keeps an event's attempt count and last error, not a history.
+    const attempts = ev.attempts && typeof ev.attempts === 'object' ? ev.attempts : [];
     const deliveries = Array.isArray(ev.deliveries) ? ev.deliveries : [];
     table($('event-attempts'), attempts);
     table($('event-deliveries'), deliveries);
@@ -414,13 +421,14 @@
     const before = show(ev.status).toUpperCase();
     const result = $('operation-result');
     let path = '/api/v1/events/' + encodeURIComponent(id) + '/' + (kind === 'retry' ? 'retry' : 'replay');
-    let body = {};
+    // Retry takes no body (a FAILED event, else its FAILED deliveries); replay takes `{}`
+    // (through processing) or a destination to re-deliver to.
+    let body;
     if (kind === 'redeliver') {
       body = { destination: $('redeliver-destination').value };
       if ($('redeliver-fresh-key').checked) body.fresh_key = true;
-    } else if (kind === 'retry') {
-      const failed = (ev.deliveries || []).find((d) => show(d.status).toUpperCase() === 'FAILED');
-      if (before !== 'FAILED' && failed) body = { destination: destinationOf(failed) };
+    } else if (kind === 'replay') {
+      body = {};
     }
     for (const b of ['retry-event', 'replay-event', 'redeliver-event']) $(b).disabled = true;
     result.textContent = kind + ': sending…';
@@ -451,25 +459,20 @@
     }
   }
 
-  // The payload answer as text: JSON pretty-printed; a `{"payload": "...base64..."}` wrapper
-  // decoded when its bytes are UTF-8.
+  // The payload answer `{"id", "encoding", "body"}` as text: `utf8` bodies as they are (JSON
+  // pretty-printed), `base64` ones decoded when their bytes are UTF-8, else left in base64.
   function payloadText(answer) {
     const d = answer.data;
-    if (d && typeof d === 'object' && !Array.isArray(d)) {
-      const raw = d.payload_base64 || (d.encoding === 'base64' ? d.payload : null) || d.body_base64;
-      if (typeof raw === 'string') {
-        try {
-          const bytes = Uint8Array.from(atob(raw), (c) => c.charCodeAt(0));
-          return pretty(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
-        } catch (e) {
-          return raw;
-        }
+    if (!d || typeof d !== 'object' || typeof d.body !== 'string') return answer.text;
+    if (d.encoding === 'base64') {
+      try {
+        const bytes = Uint8Array.from(atob(d.body), (c) => c.charCodeAt(0));
+        return pretty(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+      } catch (e) {
+        return '(binary, base64) ' + d.body;
       }
-      if (typeof d.payload === 'string') return pretty(d.payload);
-      if (d.payload !== undefined) return JSON.stringify(d.payload, null, 2);
-      return JSON.stringify(d, null, 2);
     }
-    return d !== null ? JSON.stringify(d, null, 2) : pretty(answer.text);
+    return pretty(d.body);
   }
 
   function pretty(text) {
