@@ -349,16 +349,20 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         "only the replayed event changed"
     );
     let audit = store.audit_log(100).await.unwrap();
-    let has = |actor: &str, action: &str| {
-        audit
-            .iter()
-            .any(|a| a.actor == actor && a.action == action && a.target == target)
+    let has = |actor: &str, action: &str, result: &str| {
+        audit.iter().any(|a| {
+            a.actor == actor && a.action == action && a.target == target && a.result == result
+        })
     };
-    assert!(has("oncall", "replay"), "{audit:#?}");
-    assert!(has("oncall", "decrypt"), "{audit:#?}");
+    assert!(has("oncall", "replay", "ok"), "{audit:#?}");
+    assert!(has("oncall", "decrypt", "ok"), "{audit:#?}");
     assert!(
-        has("viewer", "replay"),
-        "the refused replay is audited too: {audit:#?}"
+        has("viewer", "replay", "denied"),
+        "the refused replay is audited: {audit:#?}"
+    );
+    assert!(
+        has("viewer", "decrypt", "denied"),
+        "the refused decrypt is audited: {audit:#?}"
     );
 
     // The screenshot is a PNG.

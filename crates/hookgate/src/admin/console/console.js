@@ -289,7 +289,7 @@
       const status = el('span', { className: statusClass(ev.status) }, show(ev.status).toUpperCase());
       body.append(
         el('tr', { dataset: { id } },
-          el('td', null, when(ev.received_at)),
+          el('td', { className: 'when' }, when(ev.received_at)),
           el('td', { className: 'event-status' }, status),
           el('td', null, show(ev.provider)),
           el('td', null, show(ev.endpoint_id)),
