@@ -128,6 +128,20 @@ async function drive(context, out, t) {
   out.step = 'the events list screenshot';
   await page.screenshot({ path: t.screenshot, fullPage: false });
 
+  out.step = 'page through the list three at a time';
+  await page.fill('#f-limit', '3');
+  await page.click('#apply-filters');
+  await page.waitForFunction(() => document.querySelectorAll('#events-table tbody tr').length === 3);
+  out.pages = [await rows(page)];
+  while (await page.locator('#next-page').isEnabled()) {
+    const before = await page.textContent('#events-table tbody');
+    await page.click('#next-page');
+    await page.waitForFunction((b) => document.querySelector('#events-table tbody').textContent !== b, before);
+    out.pages.push(await rows(page));
+    if (out.pages.length > 10) throw new Error('more pages than events');
+  }
+  await page.fill('#f-limit', '50');
+
   out.step = 'filter: IGNORED events of one endpoint';
   await page.selectOption('#f-status', 'ignored');
   await page.fill('#f-endpoint_id', t.endpoint);
@@ -166,6 +180,19 @@ async function drive(context, out, t) {
   await processed;
   await page.waitForFunction(() => /matching the filter/.test(document.querySelector('#events-summary').textContent));
   out.processed_after = await rows(page);
+
+  out.step = 'live rates and acknowledgement latency';
+  await page.click('#nav a[data-view="live"]');
+  await page.locator('#view-live').waitFor({ state: 'visible' });
+  // Rates need two scrapes (2 s apart); the totals and latency are there after the first.
+  await page.waitForFunction(() => /^\d/.test(document.querySelector('#rate-accepted').textContent));
+  out.live = await page.evaluate(() => ({
+    rate_accepted: document.querySelector('#rate-accepted').textContent,
+    ack_p50: document.querySelector('#ack-p50').textContent,
+    ack_p99: document.querySelector('#ack-p99').textContent,
+    outcomes: Object.fromEntries([...document.querySelectorAll('#outcomes-table tbody tr')]
+      .map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent])),
+  }));
 
   out.step = 'storage and cookies';
   out.cookies = (await context.cookies()).length;

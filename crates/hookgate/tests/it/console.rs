@@ -306,6 +306,23 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         .unwrap();
     assert_eq!(listed_markup["event_type"], markup_type);
 
+    // Three at a time: 3 + 3 + 1, each event once, newest first across pages.
+    let pages = report["pages"].as_array().unwrap();
+    let sizes: Vec<usize> = pages.iter().map(|p| p.as_array().unwrap().len()).collect();
+    assert_eq!(sizes, [3, 3, 1], "{pages:#?}");
+    let paged: Vec<String> = pages
+        .iter()
+        .flat_map(|p| p.as_array().unwrap().iter())
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    let listed: Vec<String> = report["listed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(paged, listed, "pages in the order of the whole list");
+
     // The filter (IGNORED on `shop`) leaves exactly the two ignored events of `shop`.
     assert_eq!(
         ids(&report["filtered"]),
@@ -336,6 +353,18 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     let result = report["operation_result"].as_str().unwrap();
     assert!(result.contains("from IGNORED to PROCESSED"), "{result}");
     assert!(ids(&report["processed_after"]).contains(&target));
+
+    // Live: the answers counted by `/metrics` (4 accepted, 3 ignored) and a latency.
+    let live = &report["live"];
+    assert_eq!(live["outcomes"]["accepted"], "4", "{live:#}");
+    assert_eq!(live["outcomes"]["ignored"], "3", "{live:#}");
+    for q in ["ack_p50", "ack_p99"] {
+        let shown = live[q].as_str().unwrap();
+        assert!(
+            shown.ends_with(" ms") || shown.ends_with(" s"),
+            "{q}: {shown}"
+        );
+    }
 
     // The store confirms: the replayed event is PROCESSED, the others are as they were, and
     // the audit log holds the decrypt and the replay under the token's name, the viewer's
