@@ -3,6 +3,7 @@
 
 mod support;
 
+mod api;
 #[cfg(feature = "bench")]
 mod bench;
 mod cli;
