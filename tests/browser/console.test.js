@@ -11,6 +11,7 @@
 //   CONSOLE_BAD_TOKEN    a token the gateway does not know
 //   CONSOLE_ENDPOINT     the endpoint to filter on
 //   CONSOLE_TARGET       the inbox id of an IGNORED event of that endpoint, to replay
+//   CONSOLE_DESTINATION  the endpoint's destination, to re-deliver to
 //   CONSOLE_SCREENSHOT   where to write the screenshot of the events list (PNG)
 //   CHROMIUM             the browser (default /usr/bin/chromium)
 'use strict';
@@ -37,6 +38,7 @@ async function main(out) {
   const endpoint = env('CONSOLE_ENDPOINT');
   const target = env('CONSOLE_TARGET');
   const screenshot = env('CONSOLE_SCREENSHOT');
+  const destination = env('CONSOLE_DESTINATION');
   const origin = new URL(url).origin;
 
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'hookgate-console-chromium-'));
@@ -52,7 +54,7 @@ async function main(out) {
     timeout: STEP_TIMEOUT,
   });
   try {
-    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, origin });
+    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, origin });
   } finally {
     await context.close();
     fs.rmSync(profile, { recursive: true, force: true });
@@ -172,6 +174,21 @@ async function drive(context, out, t) {
   await page.waitForFunction(() => /Status changed/.test(document.querySelector('#operation-result').textContent));
   out.operation_result = await page.textContent('#operation-result');
 
+  out.step = 'its delivery, then a re-delivery with a fresh key';
+  await page.waitForFunction(() => /Status changed/.test(document.querySelector('#operation-result').textContent));
+  out.deliveries_after_replay = await deliveries(page);
+  await page.selectOption('#redeliver-destination', t.destination);
+  await page.check('#redeliver-fresh-key');
+  await page.click('#redeliver-event');
+  await page.waitForFunction(
+    ([id]) => [...document.querySelectorAll('#event-deliveries tbody tr')].some((tr) => {
+      const text = tr.textContent;
+      return text.includes('DELIVERED') && !text.includes(id);
+    }) && /Status stays PROCESSED/.test(document.querySelector('#operation-result').textContent),
+    [t.target],
+  );
+  out.deliveries_after_redeliver = await deliveries(page);
+
   out.step = 'the list shows it processed';
   await page.click('#back-to-events');
   await page.locator('#view-events').waitFor({ state: 'visible' });
@@ -213,6 +230,13 @@ async function waitText(page, selector, text) {
     ([s, want]) => document.querySelector(s).textContent.trim() === want,
     [selector, text],
   );
+}
+
+async function deliveries(page) {
+  return page.$$eval('#event-deliveries', ([table]) => {
+    const names = [...table.tHead.querySelectorAll('th')].map((th) => th.textContent);
+    return [...table.tBodies[0].rows].map((tr) => Object.fromEntries(names.map((n, i) => [n, tr.cells[i] ? tr.cells[i].textContent : null])));
+  });
 }
 
 async function rows(page) {

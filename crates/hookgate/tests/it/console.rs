@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hookgate_core::InboxStatus;
@@ -49,6 +50,55 @@ fn browser_prerequisites() -> PathBuf {
         browser_dir.join("node_modules").display()
     );
     browser_dir
+}
+
+/// The endpoints' HTTP destination on a real socket: answers 200 to each request and keeps
+/// its `Idempotency-Key`.
+async fn receiver() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let seen = keys.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut reader = tokio::io::BufReader::new(stream);
+                loop {
+                    let (mut key, mut length, mut line) = (String::new(), 0usize, String::new());
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        if l.starts_with("idempotency-key:") {
+                            key = line.trim_end()["idempotency-key:".len()..]
+                                .trim()
+                                .to_owned();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    seen.lock().unwrap().push(key);
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if reader.get_mut().write_all(ok).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, keys)
 }
 
 fn sw_body(kind: &str, marker: &str) -> Vec<u8> {
@@ -141,7 +191,15 @@ fn ids(rows: &serde_json::Value) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_event() {
     let browser_dir = browser_prerequisites();
+    let (receiver, received_keys) = receiver().await;
+    let endpoint_extra = "allowed_event_types = [\"invoice.*\"]\ndestinations = [\"recv\"]";
     let files = TestGateway::builder()
+        .worker_settings("poll_interval_ms = 20")
+        .relay_settings("poll_interval_ms = 20")
+        .destinations(&format!(
+            "[[destinations]]\nid = \"recv\"\nkind = \"http\"\nurl = \"http://{receiver}/hook\"\n\
+             timeout_ms = 2000\nallow_private_network = true\n"
+        ))
         .admin_settings(&format!(
             "[[admin.tokens]]\nname = \"oncall\"\nscopes = [\"read\", \"decrypt\", \"operate\"]\nvalue = {}\n\
              [[admin.tokens]]\nname = \"viewer\"\nscopes = [\"read\"]\nvalue = {}\n",
@@ -152,13 +210,13 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
             "shop",
             "standard_webhooks",
             &[SW_SECRET],
-            "allowed_event_types = [\"invoice.*\"]",
+            endpoint_extra,
         ))
         .endpoints(&endpoint_toml(
             "crm",
             "standard_webhooks",
             &[SW_SECRET],
-            "allowed_event_types = [\"invoice.*\"]",
+            endpoint_extra,
         ))
         .write()
         .await;
@@ -246,6 +304,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         ),
         ("CONSOLE_ENDPOINT", "shop".to_owned()),
         ("CONSOLE_TARGET", target.clone()),
+        ("CONSOLE_DESTINATION", "recv".to_owned()),
         ("CONSOLE_SCREENSHOT", screenshot.display().to_string()),
         ("CHROMIUM", CHROMIUM.to_owned()),
     ];
@@ -354,6 +413,21 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert!(result.contains("from IGNORED to PROCESSED"), "{result}");
     assert!(ids(&report["processed_after"]).contains(&target));
 
+    // Replayed, it was delivered once with its inbox id as the key; re-delivered with a fresh
+    // key, the receiver got that key, which the page shows.
+    let delivery = |at: &str| report[at].as_array().unwrap()[0].clone();
+    let first = delivery("deliveries_after_replay");
+    assert_eq!(first["destination"], "recv", "{first:#}");
+    assert_eq!(first["status"], "DELIVERED", "{first:#}");
+    assert_eq!(first["idempotency_key"], target.as_str());
+    let again = delivery("deliveries_after_redeliver");
+    assert_eq!(again["status"], "DELIVERED", "{again:#}");
+    let fresh = again["idempotency_key"].as_str().unwrap().to_owned();
+    assert_ne!(fresh, target);
+    let keys = received_keys.lock().unwrap().clone();
+    assert_eq!(keys.iter().filter(|k| **k == target).count(), 1, "{keys:?}");
+    assert_eq!(keys.iter().filter(|k| **k == fresh).count(), 1, "{keys:?}");
+
     // Live: the answers counted by `/metrics` (4 accepted, 3 ignored) and a latency.
     let live = &report["live"];
     assert_eq!(live["outcomes"]["accepted"], "4", "{live:#}");
@@ -384,6 +458,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         })
     };
     assert!(has("oncall", "replay", "ok"), "{audit:#?}");
+    assert!(has("oncall", "redeliver", "ok"), "{audit:#?}");
     assert!(has("oncall", "decrypt", "ok"), "{audit:#?}");
     assert!(
         has("viewer", "replay", "denied"),

@@ -388,7 +388,8 @@
     }
   }
 
-  // After an operation: follow the event until it has left RECEIVED (or a minute passed).
+  // After an operation: follow the event until it has left RECEIVED and none of its
+  // deliveries is PENDING (or a minute passed).
   function follow(id, before) {
     const started = Date.now();
     every('event', 700, async () => {
@@ -404,7 +405,8 @@
       if (state.eventId !== id) return;
       renderEvent(ev);
       const now = show(ev.status).toUpperCase();
-      const settled = now !== 'RECEIVED' && (now !== before || Date.now() - started > 5000);
+      const pending = (ev.deliveries || []).some((d) => show(d.status).toUpperCase() === 'PENDING');
+      const settled = now !== 'RECEIVED' && !pending && (now !== before || Date.now() - started > 5000);
       if (settled || Date.now() - started > 60000) {
         stop('event');
         $('operation-result').textContent = now === before
