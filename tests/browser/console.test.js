@@ -212,6 +212,15 @@ async function drive(context, out, t) {
       .map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent])),
   }));
 
+  out.step = 'the audit log';
+  await page.click('#nav a[data-view="audit"]');
+  await page.locator('#view-audit').waitFor({ state: 'visible' });
+  await page.waitForFunction(() => document.querySelectorAll('#audit-table tbody tr').length > 1);
+  out.audit = await page.$$eval('#audit-table', ([table]) => {
+    const names = [...table.tHead.querySelectorAll('th')].map((th) => th.textContent);
+    return [...table.tBodies[0].rows].map((tr) => Object.fromEntries(names.map((n, i) => [n, tr.cells[i].textContent])));
+  });
+
   out.step = 'storage and cookies';
   out.cookies = (await context.cookies()).length;
   out.storage = await page.evaluate(() => localStorage.length + sessionStorage.length);

@@ -469,6 +469,18 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         "the refused decrypt is audited: {audit:#?}"
     );
 
+    // The page's audit view shows the same entries the store holds.
+    let shown = report["audit"].as_array().unwrap();
+    for a in audit.iter().filter(|a| a.target == target) {
+        assert!(
+            shown.iter().any(|r| r["token"] == a.actor.as_str()
+                && r["action"] == a.action.as_str()
+                && r["target"] == target.as_str()
+                && r["result"] == a.result.as_str()),
+            "{a:?} not on the audit page: {shown:#?}"
+        );
+    }
+
     // The screenshot is a PNG.
     let png = std::fs::read(&screenshot).unwrap();
     assert!(

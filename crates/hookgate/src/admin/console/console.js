@@ -235,6 +235,9 @@
     } else if (view === 'rejections') {
       showView('rejections');
       loadRejections();
+    } else if (view === 'audit') {
+      showView('audit');
+      loadAudit();
     } else if (view === 'live') {
       showView('live');
       openLive();
@@ -614,6 +617,27 @@
     for (const [cause, count] of pairs) counts.append(el('tr', null, el('td', null, cause), el('td', null, count)));
   }
 
+  // --- audit log ---------------------------------------------------------------------------
+
+  async function loadAudit() {
+    let data;
+    try {
+      data = (await api('GET', '/api/v1/audit?limit=200')).data || {};
+      notice('');
+    } catch (e) {
+      notice('Audit: ' + explain(e));
+      return;
+    }
+    const entries = Array.isArray(data.entries) ? data.entries : [];
+    table($('audit-table'), entries.map((a) => ({
+      at: a.at, token: a.token, action: a.action, target: a.target, result: a.result,
+      filter: a.filter, detail: a.detail,
+    })));
+    for (const td of $('audit-table').querySelectorAll('tbody td:nth-child(5)')) {
+      td.className = td.textContent === 'ok' ? 'status status-ok' : 'status status-failed';
+    }
+  }
+
   // --- live rates from /metrics --------------------------------------------------------------
 
   // Prometheus text format: `name{label="value",...} number` lines.
@@ -774,6 +798,7 @@
       if (button) controlJob(button);
     });
     $('refresh-rejections').addEventListener('click', loadRejections);
+    $('refresh-audit').addEventListener('click', loadAudit);
     window.addEventListener('hashchange', route);
     route();
   }
