@@ -32,6 +32,7 @@ use std::fmt;
 use hookgate_core::{InboxStatus, Outcome};
 
 mod admission;
+pub mod jobs;
 pub mod keys;
 mod lease;
 mod migrations;
@@ -41,12 +42,17 @@ pub mod outbox;
 mod payments;
 pub mod postgres;
 pub mod processing;
+pub mod rejections;
 pub mod retention;
 mod rows;
 pub mod sqlite;
 mod statements;
 pub mod store;
 
+pub use jobs::{
+    JobAction, JobBatch, JobBatchResult, JobControl, JobControlResult, JobFence, JobFenceError,
+    JobRecord, JobState, LeasedJob, NewJob,
+};
 pub use keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
 pub use open::{OpenOptions, open};
 pub use operator::{EventQuery, NewAudit, OperationResult, PageKey, Redelivery};
@@ -55,13 +61,16 @@ pub use processing::{
     BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
     ProcessingResult,
 };
+pub use rejections::{
+    RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
+};
 pub use retention::{
     AuditRecord, DeletedRows, ExpiredRows, PurgeBatch, PurgeRequest, PurgeSelection,
 };
 pub use sqlite::{CommitStats, SqliteStore};
 pub use store::{
-    InboxStore, InspectStore, OperatorStore, OutboxStore, ProcessingStore, RetentionStore,
-    SharedStore, Store,
+    InboxStore, InspectStore, JobStore, OperatorStore, OutboxStore, ProcessingStore,
+    RejectionStore, RetentionStore, SharedStore, Store,
 };
 
 /// A verified event, sealed, ready to become an inbox row.

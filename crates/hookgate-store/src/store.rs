@@ -8,8 +8,10 @@
 //! | [`RetentionStore`] | the retention stage, `events purge` | expired payloads and id records, operator purges with their audit row |
 //! | [`InspectStore`] | CLI, admin API, benchmark, tests | read-only views of the durable state |
 //! | [`OperatorStore`] | the operator API, the `events` CLI | replay, re-delivery, the audit trail |
+//! | [`JobStore`] | the operator API, the `jobs` stage | bulk jobs: created, controlled, leased and run a fenced batch at a time |
+//! | [`RejectionStore`] | the rejection log's flusher, the operator API | sampled rejected requests and their per-cause counts |
 //!
-//! [`Store`] is their union, implemented by every type that implements all six, and what
+//! [`Store`] is their union, implemented by every type that implements all eight, and what
 //! the binary holds ([`SharedStore`]). Nothing here is backend-specific; each backend
 //! implements the traits in its own folder.
 
@@ -17,11 +19,18 @@ use std::sync::Arc;
 
 use hookgate_core::{OutboxStatus, Outcome};
 
+use crate::jobs::{
+    JobBatch, JobBatchResult, JobControl, JobControlResult, JobFence, JobFenceError, JobRecord,
+    JobState, LeasedJob, NewJob,
+};
 use crate::keys::PayloadKeyStore;
 use crate::operator::{EventQuery, NewAudit, OperationResult, Redelivery};
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
     FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+};
+use crate::rejections::{
+    RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
 };
 use crate::retention::{AuditRecord, DeletedRows, ExpiredRows, PurgeBatch, PurgeRequest};
 use crate::{Acceptance, Backlog, EventFilter, InboxRecord, NewInboxRow, StoreError};
@@ -289,7 +298,103 @@ pub trait OperatorStore: Send + Sync {
     async fn redeliver(&self, request: Redelivery<'_>) -> Result<OperationResult, StoreError>;
 }
 
-/// Everything a gateway process uses: the union of the six roles and key rotation
+/// Bulk operator jobs (see [`crate::jobs`]). SQLite runs every write through the single
+/// writer (sharing the group commit); PostgreSQL leases with `FOR UPDATE SKIP LOCKED`.
+#[async_trait::async_trait]
+pub trait JobStore: Send + Sync {
+    /// Stores a `pending` job.
+    async fn create_job(&self, job: NewJob) -> Result<(), StoreError>;
+
+    async fn get_job(&self, job_id: &str) -> Result<Option<JobRecord>, StoreError>;
+
+    /// Up to `limit` jobs, newest first; `before` is the id of the last job of the previous
+    /// page (its creation time and id order the list).
+    async fn list_jobs(
+        &self,
+        limit: u32,
+        before: Option<&str>,
+    ) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// An operator's pause, resume or cancel: applied only from the states the change takes
+    /// ([`JobControl::from_states`]); a pause or a cancel drops the runner's lease, so its next
+    /// write is refused.
+    async fn control_job(
+        &self,
+        job_id: &str,
+        control: JobControl,
+        now_ms: i64,
+    ) -> Result<JobControlResult, StoreError>;
+
+    /// Leases the oldest runnable job: `pending`, or `running` whose lease expired (a runner
+    /// that died). It becomes `running` under `owner` until `now_ms + lease_ms`, with a new
+    /// `lease_epoch`.
+    async fn lease_job(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<LeasedJob>, StoreError>;
+
+    /// Records a job's snapshot time and total the first time it starts (a resumed job keeps
+    /// its own), fenced.
+    async fn start_job(
+        &self,
+        fence: &JobFence,
+        snapshot_at_ms: i64,
+        total: u64,
+        now_ms: i64,
+    ) -> Result<JobRecord, JobFenceError>;
+
+    /// Applies the job's action to a batch of events and records the results, the cursor and
+    /// a renewed lease, in ONE transaction fenced on the lease; nothing at all when the fence
+    /// is closed ([`JobFenceError::Stopped`]).
+    async fn run_job_batch(&self, batch: JobBatch) -> Result<JobBatchResult, JobFenceError>;
+
+    /// Ends a run (`done` or `failed`, with a bounded error), fenced; the lease is released.
+    async fn finish_job(
+        &self,
+        fence: &JobFence,
+        state: JobState,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), JobFenceError>;
+}
+
+/// The rejection log (see [`crate::rejections`]).
+#[async_trait::async_trait]
+pub trait RejectionStore: Send + Sync {
+    /// Writes sampled entries and adds per-minute counts, in one transaction.
+    async fn record_rejections(
+        &self,
+        entries: Vec<RejectionEntry>,
+        counts: Vec<RejectionCount>,
+    ) -> Result<(), StoreError>;
+
+    /// Matching entries, newest first, at most `query.limit`, after `query.before_id`.
+    async fn list_rejections(
+        &self,
+        query: &RejectionQuery,
+    ) -> Result<Vec<RejectionRecord>, StoreError>;
+
+    /// Per cause: rejections seen (sampled or not) and entries kept, matching `query`'s
+    /// endpoint, cause and time (minute granularity for `seen`); by cause.
+    async fn rejection_counts(
+        &self,
+        query: &RejectionQuery,
+    ) -> Result<Vec<RejectionCauseCount>, StoreError>;
+
+    /// Retention of the log, one bounded batch: entries and counts older than
+    /// `before_ms`, and the oldest entries beyond the newest `keep_entries`. Returns how
+    /// many entries went.
+    async fn trim_rejections(
+        &self,
+        before_ms: i64,
+        keep_entries: u64,
+        limit: u32,
+    ) -> Result<u64, StoreError>;
+}
+
+/// Everything a gateway process uses: the union of the five roles and key rotation
 /// ([`PayloadKeyStore`]).
 pub trait Store:
     InboxStore
@@ -298,6 +403,8 @@ pub trait Store:
     + OutboxStore
     + RetentionStore
     + InspectStore
+    + JobStore
+    + RejectionStore
     + PayloadKeyStore
     + Send
     + Sync
@@ -312,6 +419,8 @@ impl<T> Store for T where
         + OutboxStore
         + RetentionStore
         + InspectStore
+        + JobStore
+        + RejectionStore
         + PayloadKeyStore
         + Send
         + Sync

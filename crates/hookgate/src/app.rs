@@ -237,6 +237,12 @@ impl Gateway {
             telemetry::secrets_observed(&state.runtime.load(), state.clock.now_secs());
             refresher.push(tokio::spawn(refresh_secrets(
                 Arc::downgrade(&state),
+                refresher_stop.clone(),
+            )));
+            // Stopped with the refresher, after the ingress: its last flush writes the
+            // rejections of the drain.
+            refresher.push(tokio::spawn(crate::rejections::flusher(
+                state.clone(),
                 refresher_stop,
             )));
         }
@@ -277,6 +283,7 @@ impl Gateway {
                 crate::stage::reseal::start(&state),
                 std::time::Duration::from_secs(5),
             ));
+            stages.push((crate::stage::jobs::start(&state), crate::stage::jobs::GRACE));
         }
         // Every process with the store runs it: it is stateless and instances on one
         // PostgreSQL skip each other's rows.

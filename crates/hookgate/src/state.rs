@@ -211,6 +211,8 @@ pub struct AppState {
     pub verifies_webhooks: bool,
     /// The operator API's tokens, read at start and on reload (none: every API call is 401).
     pub api_tokens: ArcSwap<crate::admin::api::auth::ApiTokens>,
+    /// The rejection log's sampler and ring (drained by `rejections::flusher`).
+    pub rejections: crate::rejections::RejectionLog,
 }
 
 impl AppState {
@@ -221,6 +223,7 @@ impl AppState {
         verifies_webhooks: bool,
     ) -> Arc<Self> {
         let server = runtime.config.server.clone();
+        let rejections = crate::rejections::RejectionLog::new(runtime.config.rejections.enabled);
         Arc::new(Self {
             runtime: ArcSwap::from_pointee(runtime),
             store,
@@ -238,6 +241,7 @@ impl AppState {
             reload_failure: ArcSwapOption::empty(),
             verifies_webhooks,
             api_tokens: ArcSwap::from_pointee(Default::default()),
+            rejections,
         })
     }
 }

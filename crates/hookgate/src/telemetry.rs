@@ -43,6 +43,11 @@ pub const TLS_CERT_RELOADS: &str = "hookgate_tls_certificate_reloads_total";
 pub const RETENTION_PURGED: &str = "hookgate_retention_purged_total";
 pub const OLDEST_PAYLOAD_AGE: &str = "hookgate_oldest_payload_age_seconds";
 pub const RETENTION_FAILURES: &str = "hookgate_retention_failures_total";
+pub const JOB_EVENTS: &str = "hookgate_job_events_total";
+pub const JOBS_FINISHED: &str = "hookgate_jobs_finished_total";
+pub const REJECTIONS: &str = "hookgate_rejections_total";
+pub const REJECTIONS_DROPPED: &str = "hookgate_rejections_dropped_total";
+pub const REJECTION_FLUSH_FAILURES: &str = "hookgate_rejection_flush_failures_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -462,6 +467,57 @@ pub fn payloads_purged_by_operator(actor: &str, purged: u64, audit_id: &str) {
         audit_id,
         "payloads purged on operator request"
     );
+}
+
+/// A bulk job's first run started, with the events its filter matched.
+pub fn job_started(job_id: &str, action: &str, total: u64) {
+    tracing::info!(job_id, action, total, "bulk job started");
+}
+
+/// A bulk job's batch committed: `done` events took the action, `failed` could not.
+pub fn job_batch(action: &'static str, done: u64, failed: u64) {
+    counter!(JOB_EVENTS, "action" => action, "result" => "done").increment(done);
+    counter!(JOB_EVENTS, "action" => action, "result" => "failed").increment(failed);
+}
+
+/// A bulk job ended (`done` or `failed`, with why).
+pub fn job_finished(job_id: &str, state: &'static str, error: Option<&str>) {
+    counter!(JOBS_FINISHED, "state" => state).increment(1);
+    match error {
+        None => tracing::info!(job_id, state, "bulk job finished"),
+        Some(error) => tracing::warn!(job_id, state, error, "bulk job failed"),
+    }
+}
+
+/// A runner let a job go: paused, cancelled, or taken over by another runner.
+pub fn job_released(job_id: &str, state: Option<&'static str>) {
+    tracing::info!(
+        job_id,
+        state = state.unwrap_or("gone"),
+        "bulk job released by its runner"
+    );
+}
+
+/// A job's store call failed; the job is taken again after its lease.
+pub fn job_store_failed(job_id: &str, error: &hookgate_store::StoreError) {
+    tracing::warn!(job_id, error = %error, "bulk job: store call failed; retried after the lease");
+}
+
+/// A rejected webhook request (every one, sampled into the log or not).
+pub fn request_rejected(cause: &'static str) {
+    counter!(REJECTIONS, "cause" => cause).increment(1);
+}
+
+/// Sampled rejections dropped because the in-memory ring was full (never blocks the ingress).
+pub fn rejections_dropped(n: u64) {
+    counter!(REJECTIONS_DROPPED).increment(n);
+}
+
+/// Writing the rejection log failed; those entries are lost (the counts are kept for the
+/// next flush).
+pub fn rejection_flush_failed(error: &hookgate_store::StoreError, entries: usize) {
+    counter!(REJECTION_FLUSH_FAILURES).increment(1);
+    tracing::warn!(error = %error, entries, "rejection log: flush failed");
 }
 
 #[cfg(test)]

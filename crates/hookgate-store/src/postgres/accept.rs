@@ -328,6 +328,8 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
         }
     }
 
+    revive_ignored(tx, rows, &accepted, &existing).await?;
+
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {
         let key = (
@@ -351,3 +353,48 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
 
     Ok(out)
 }
+
+/// IGNORED is replayable by design: the stored copies of duplicates that are rows to process
+/// now (the allow-list admits their type) go back to work, due at the redelivery's receipt
+/// (no-op for a stored copy that is not IGNORED or whose payload was purged). In key order,
+/// like the insert.
+async fn revive_ignored(
+    tx: &Transaction<'_>,
+    rows: &[&NewInboxRow],
+    accepted: &std::collections::HashSet<Key>,
+    existing: &HashMap<Key, String>,
+) -> Result<(), Failed> {
+    let mut ids: Vec<&str> = Vec::new();
+    let mut due: Vec<i64> = Vec::new();
+    for r in rows {
+        if r.status != hookgate_core::InboxStatus::Received {
+            continue;
+        }
+        let key = (
+            r.provider.clone(),
+            r.endpoint_id.clone(),
+            r.provider_event_id.clone(),
+        );
+        if accepted.contains(&key) {
+            continue;
+        }
+        if let Some(id) = existing.get(&key) {
+            ids.push(id);
+            due.push(r.received_at_ms);
+        }
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let revive = tx.prepare_cached(REVIVE_IGNORED_SQL).await?;
+    tx.execute(&revive, &[&ids, &due]).await?;
+    Ok(())
+}
+
+/// The SQLite writer's `REVIVE_IGNORED_SQL` for a batch of rows. Parameters: inbox ids, dues.
+const REVIVE_IGNORED_SQL: &str = "\
+UPDATE inbox i SET status = 'RECEIVED', outcome = NULL, attempt_count = 0,
+       next_attempt_at = k.due, processed_at = NULL, last_error = NULL,
+       lease_owner = NULL, lease_until = NULL
+FROM unnest($1::text[], $2::int8[]) AS k(inbox_id, due)
+WHERE i.inbox_id = k.inbox_id AND i.status = 'IGNORED' AND i.payload_purged_at IS NULL";

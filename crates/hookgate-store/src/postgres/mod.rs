@@ -19,6 +19,7 @@
 
 mod accept;
 mod error;
+mod jobs;
 mod keys;
 mod operator;
 mod outbox;

@@ -46,6 +46,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../../migrations/postgres/0010_operator_api.sql"),
     ),
+    (
+        11,
+        include_str!("../../migrations/postgres/0011_jobs_and_rejections.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -22,6 +22,7 @@
 mod checkpoint;
 mod command;
 mod error;
+mod jobs;
 mod keys;
 mod operator;
 mod outbox;

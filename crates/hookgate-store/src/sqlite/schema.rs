@@ -42,6 +42,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         9,
         include_str!("../../migrations/sqlite/0009_operator_api.sql"),
     ),
+    (
+        10,
+        include_str!("../../migrations/sqlite/0010_jobs_and_rejections.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -109,7 +113,10 @@ mod tests {
     #[test]
     fn migrate_twice_applies_once() {
         let mut conn = Connection::open_in_memory().unwrap();
-        assert_eq!(migrate(&mut conn).unwrap(), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            migrate(&mut conn).unwrap(),
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+        );
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
             .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))

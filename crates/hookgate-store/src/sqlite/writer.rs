@@ -10,7 +10,9 @@
 //! BEGIN IMMEDIATE
 //!   per unit (one request's rows), per row, in order:
 //!            INSERT .. ON CONFLICT (unique key) DO NOTHING;
-//!            nothing inserted -> SELECT the existing row's id (Duplicate);
+//!            nothing inserted -> SELECT the existing row's id (Duplicate); a row to process
+//!              whose stored copy is IGNORED (the allow-list admits it now) -> that copy back
+//!              to RECEIVED, due now (still Duplicate);
 //!            inserted, with a replay digest -> claim (endpoint, digest) in replay_digests
 //!              unless a live claim holds it; held -> DELETE the row again (ReplaySuspected,
 //!              the claimant's id);
@@ -98,6 +100,15 @@ const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, pr
 const INSERT_PAYLOAD_SQL: &str = "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)";
 
 const EXISTING_SQL: &str = "SELECT inbox_id FROM inbox WHERE provider = ?1 AND endpoint_id = ?2 AND provider_event_id = ?3";
+
+/// A redelivery of an event stored `IGNORED` that the allow-list now admits: the stored row
+/// goes back to work, due at the redelivery's receipt, while its payload is stored (a purged
+/// row is never processed again). Parameters: inbox id, due (ms). PostgreSQL's batch form is
+/// in `postgres/accept.rs`.
+const REVIVE_IGNORED_SQL: &str = "UPDATE inbox SET status = 'RECEIVED', outcome = NULL, \
+     attempt_count = 0, next_attempt_at = ?2, processed_at = NULL, last_error = NULL, \
+     lease_owner = NULL, lease_until = NULL \
+     WHERE inbox_id = ?1 AND status = 'IGNORED' AND payload_purged_at IS NULL";
 
 /// Claims a body's digest for a new row, unless a claim that has not expired holds it
 /// (schema version 5). One row changed = claimed.
@@ -512,6 +523,12 @@ fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptan
             (&row.provider, &row.endpoint_id, &row.provider_event_id),
             |r| r.get(0),
         )?;
+        // IGNORED is replayable by design: a redelivery the allow-list now admits puts the
+        // stored row back to work (no-op unless it is IGNORED with its payload stored).
+        if row.status == hookgate_core::InboxStatus::Received {
+            conn.prepare_cached(REVIVE_IGNORED_SQL)?
+                .execute(rusqlite::params![inbox_id, row.received_at_ms])?;
+        }
         return Ok(Acceptance::Duplicate { inbox_id });
     }
     if let Some(replay) = &row.replay_digest

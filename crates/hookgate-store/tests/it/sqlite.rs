@@ -27,6 +27,13 @@ fn fresh_with(mut options: GroupCommitOptions) -> (Arc<dyn Store>, TempDir) {
     (Arc::new(store), dir)
 }
 
+/// What migration 9 (the operator API) added, taken away: a database as a version 8
+/// gateway left it (older versions' tests undo this first, then their own).
+const UNDO_VERSION_9: &str = "DROP INDEX inbox_received_page; DROP INDEX inbox_provider_event; \
+     DROP INDEX inbox_object; \
+     ALTER TABLE audit_log DROP COLUMN result; ALTER TABLE audit_log DROP COLUMN filter; \
+     ALTER TABLE outbox DROP COLUMN idempotency_key;";
+
 fn db_path(dir: &Path) -> PathBuf {
     dir.join("data").join("hookgate.db")
 }
@@ -168,7 +175,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
@@ -225,10 +232,13 @@ async fn schema_has_the_design_tables_and_checks() {
     // The sealed payload lives beside the inbox (schema version 4, a payload reference
     // rather than a column), so status updates never rewrite it.
     assert_eq!(columns(&conn, "inbox_payload"), ["inbox_id", "payload"]);
-    // What operators did to stored data (schema version 7; `events purge`, the API later).
+    // What operators did to stored data (schema version 7; `events purge`), with each
+    // request's result and filter (schema version 9, the operator API).
     assert_eq!(
         columns(&conn, "audit_log"),
-        ["audit_id", "at", "actor", "action", "target", "detail"]
+        [
+            "audit_id", "at", "actor", "action", "target", "detail", "result", "filter"
+        ]
     );
     let auto_vacuum: i64 = conn
         .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
@@ -248,6 +258,8 @@ async fn schema_has_the_design_tables_and_checks() {
             "last_error",
             "created_at",
             "delivered_at",
+            // A re-delivery's fresh Idempotency-Key (schema version 9).
+            "idempotency_key",
         ]
     );
     assert_eq!(
@@ -814,6 +826,7 @@ async fn version_4_database_upgrades_to_6() {
     {
         // As a version 4 gateway left it.
         let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(UNDO_VERSION_9).unwrap();
         conn.execute_batch(
             "DROP TABLE audit_log; DROP INDEX inbox_payload_expiry; \
              DROP INDEX object_state_expiry; DROP INDEX replay_digests_expiry; \
@@ -902,6 +915,7 @@ async fn version_7_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
     {
         // As a version 7 gateway left it, then retention purged one payload.
         let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(UNDO_VERSION_9).unwrap();
         conn.execute_batch(
             "DROP INDEX inbox_payload_key; DELETE FROM schema_migrations WHERE version > 7;",
         )
@@ -926,7 +940,7 @@ async fn version_7_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
                 r.get(0)
             })
             .unwrap();
-        assert_eq!(version, 8);
+        assert_eq!(version, 10, "and on to the latest");
         let indexes: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'inbox_payload_key'",
@@ -974,5 +988,160 @@ async fn version_7_database_upgrades_to_8_and_purged_payloads_pin_no_key() {
     assert_eq!(written, 0);
     let record = store.get_event(&purged.inbox_id).await.unwrap().unwrap();
     assert_eq!(record.payload, None);
+    store.close().await;
+}
+
+/// A database at schema version 8 (before the operator API) opens at version 9: its audit
+/// rows are `ok` with no filter, its deliveries keep the inbox id as their key, and the
+/// event page reads it through the new index.
+#[tokio::test]
+async fn version_8_database_upgrades_to_9_for_the_operator_api() {
+    use hookgate_store::{EventQuery, OperatorStore, Redelivery};
+    let dir = TempDir::new().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let id = store
+        .accept(row("ep", "evt_old"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    let t = conformance::now_ms() + 1_000;
+    let leased = store.lease_due("w", t, 30_000, 10).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    store
+        .complete(ProcessingResult {
+            inbox_id: id.clone(),
+            owner: "w".into(),
+            now_ms: t,
+            handlers: Vec::new(),
+            destinations: vec!["d".into()],
+        })
+        .await
+        .unwrap();
+    store.close().await;
+    drop(store);
+    {
+        // As a version 8 gateway left it, with a purge's audit row.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(UNDO_VERSION_9).unwrap();
+        conn.execute_batch(
+            "DELETE FROM schema_migrations WHERE version > 8; \
+             INSERT INTO audit_log (audit_id, at, actor, action, target, detail) \
+                 VALUES ('a1', 1, 'root', 'events.purge', 'endpoint=ep', '{}');",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 10);
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT inbox_id FROM inbox \
+                 ORDER BY received_at DESC, inbox_id DESC LIMIT 5",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("inbox_received_page"), "{plan}");
+    }
+    let audit = store.audit_log(10).await.unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        (audit[0].result.as_str(), audit[0].filter.as_deref()),
+        ("ok", None)
+    );
+    let d = store.list_deliveries(&id).await.unwrap();
+    assert_eq!(
+        d[0].idempotency_key, None,
+        "an old delivery keeps the inbox id as key"
+    );
+    let page = store
+        .page_events(&EventQuery {
+            limit: 10,
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].inbox_id, id);
+    store
+        .redeliver(Redelivery {
+            inbox_id: &id,
+            destination: "d",
+            fresh_key: Some("k2"),
+            outbox_id: "ob-new",
+            now_ms: t + 1,
+        })
+        .await
+        .unwrap();
+    let d = store.list_deliveries(&id).await.unwrap();
+    assert_eq!(d[0].idempotency_key.as_deref(), Some("k2"));
+    store.close().await;
+}
+
+/// A database at schema version 9 (before bulk jobs and the rejection log) opens at version
+/// 10 with its events as they were; jobs and rejections then work on it.
+#[tokio::test]
+async fn version_9_database_upgrades_to_10_with_jobs_and_rejections() {
+    use hookgate_store::{JobAction, JobStore, NewJob, RejectionQuery, RejectionStore};
+    let dir = TempDir::new().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let id = store
+        .accept(row("ep", "evt_9"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    drop(store);
+    {
+        // As a version 9 gateway left it.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE jobs; DROP TABLE rejections; DROP TABLE rejection_counts; \
+             DELETE FROM schema_migrations WHERE version > 9;",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 10);
+    }
+    assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
+    store
+        .create_job(NewJob {
+            job_id: "j1".into(),
+            action: JobAction::Retry,
+            filter: "{}".into(),
+            destination: None,
+            fresh_key: false,
+            created_by: "ops".into(),
+            now_ms: 1,
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.list_jobs(10, None).await.unwrap().len(), 1);
+    let none = store
+        .list_rejections(&RejectionQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
     store.close().await;
 }

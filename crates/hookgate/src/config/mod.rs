@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod destinations;
+pub mod operations;
 mod packs;
 mod policies;
 pub mod raw;
@@ -362,6 +363,10 @@ pub struct Config {
     pub provider_packs: Vec<&'static Pack>,
     /// `[retention]`: how long payloads and id records are kept.
     pub retention: retention::RetentionConfig,
+    /// `[jobs]`: the bulk jobs stage.
+    pub jobs: operations::JobsConfig,
+    /// `[rejections]`: the rejection log.
+    pub rejections: operations::RejectionsConfig,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }

@@ -39,6 +39,10 @@ pub struct RawConfig {
     pub vault: Option<RawVault>,
     #[serde(default)]
     pub retention: Option<super::retention::RawRetention>,
+    #[serde(default)]
+    pub jobs: Option<super::operations::RawJobs>,
+    #[serde(default)]
+    pub rejections: Option<super::operations::RawRejections>,
 }
 
 /// `[secrets]`: how secret sources are read.

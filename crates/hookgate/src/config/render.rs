@@ -221,6 +221,7 @@ pub fn render_redacted(c: &Config) -> String {
         let _ = writeln!(out, "\n[vault]\naddress = {address:?}\n# token redacted");
     }
     super::retention::render(c, &mut out);
+    super::operations::render(c, &mut out);
     out
 }
 

@@ -125,6 +125,8 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         base,
     )?;
     let retention = super::retention::resolve_retention(raw.retention)?;
+    let jobs = super::operations::resolve_jobs(raw.jobs)?;
+    let rejections = super::operations::resolve_rejections(raw.rejections)?;
     let mut endpoints: Vec<EndpointConfig> = Vec::with_capacity(raw.endpoints.len());
     for (i, mut e) in raw.endpoints.into_iter().enumerate() {
         let wanted_destinations = e.destinations.take();
@@ -188,6 +190,8 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         literal_secrets,
         provider_packs,
         retention,
+        jobs,
+        rejections,
         warnings,
     })
 }

@@ -631,7 +631,40 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[admin]\nlisten = \"0.0.0.0:9090\"\n"),
-            "config error at `admin.listen`: 0.0.0.0:9090 is not a loopback address and the admin listener has no authentication yet: set admin.allow_unauthenticated = true to serve it there",
+            "config error at `admin.tokens`: admin.listen 0.0.0.0:9090 is not a loopback address and no [[admin.tokens]] is configured: the operator API refuses to serve there; add tokens (and admin.tls), or set admin.allow_unauthenticated = true to serve only /metrics and the health probes",
+        ),
+        // [[admin.tokens]] and [admin] tls
+        (
+            plus("[admin]\nlisten = \"0.0.0.0:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"read\"]\nvalue = \"env:HOOKGATE_TEST_TOKEN\"\n"),
+            "config error at `admin.tls`: admin.listen 0.0.0.0:9090 is not a loopback address: with [[admin.tokens]] the admin listener needs admin.tls = { cert, key }, so tokens never cross the network in clear text",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"read\", \"write\"]\nvalue = \"env:HOOKGATE_TEST_TOKEN\"\n"),
+            "config error at `admin.tokens[0].scopes[1]`: unknown scope \"write\": one of \"read\", \"decrypt\", \"operate\"",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = []\nvalue = \"env:HOOKGATE_TEST_TOKEN\"\n"),
+            "config error at `admin.tokens[0].scopes`: must name at least one of \"read\", \"decrypt\", \"operate\"",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"on call\"\nscopes = [\"read\"]\nvalue = \"env:HOOKGATE_TEST_TOKEN\"\n"),
+            "config error at `admin.tokens[0].name`: must be 1-128 characters of A-Z a-z 0-9 - _ .",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"read\"]\nvalue = \"env:A\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"operate\"]\nvalue = \"env:B\"\n"),
+            "config error at `admin.tokens[1].name`: another token is named \"ops\"",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"read\"]\nvalue = \"short\"\n"),
+            "config error at `admin.tokens[0].value`: a token must be at least 16 bytes long",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"read\"]\nvalue = \"exec:get-token\"\n"),
+            "config error at `admin.tokens[0].value`: malformed secret reference: exec:get-token: give the command's path (absolute, or relative to the config file), it is run without a shell or PATH lookup",
+        ),
+        (
+            plus("[admin]\nlisten = \"127.0.0.1:9090\"\n[[admin.tokens]]\nname = \"ops\"\nscopes = [\"read\"]\n"),
+            "config error at `line 13`: missing field `value`",
         ),
         (
             plus("[admin]\nlisten = \"127.0.0.1:9090\"\nmax_connections = 0\n"),
@@ -714,7 +747,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[admin]\nlisten = \"127.0.0.1:9090\"\npath = \"/\"\n"),
-            "config error at `line 13`: unknown field `path`, expected one of `listen`, `request_timeout_ms`, `max_connections`, `allow_unauthenticated`",
+            "config error at `line 13`: unknown field `path`, expected one of `listen`, `request_timeout_ms`, `max_connections`, `allow_unauthenticated`, `tls`, `tokens`",
         ),
         // [store]
         (
@@ -1373,11 +1406,51 @@ fn public_proxies_and_open_admin_binds_need_their_keys() {
     ))
     .unwrap();
     assert_eq!(c.server.trusted_proxies[0].to_string(), "203.0.113.0/24");
+    // Tokens: sources kept (never read at load), scopes sorted and deduplicated; on a
+    // non-loopback listener with TLS; a literal is flagged for the loopback / --dev rule.
+    let c = load(&plus(
+        "[admin]\nlisten = \"0.0.0.0:9443\"\ntls = { cert = \"admin.pem\", key = \"admin.key\" }\n\
+         [[admin.tokens]]\nname = \"oncall\"\nscopes = [\"operate\", \"read\", \"read\"]\n\
+         value = \"env:HOOKGATE_TEST_SURELY_UNSET_TOKEN\"\n\
+         [[admin.tokens]]\nname = \"dev\"\nscopes = [\"decrypt\"]\nvalue = \"a-literal-token-for-dev\"\n",
+    ))
+    .unwrap();
+    use super::admin::Scope;
+    assert_eq!(c.admin.tokens.len(), 2);
+    assert_eq!(c.admin.tokens[0].name, "oncall");
+    assert_eq!(c.admin.tokens[0].scopes, vec![Scope::Read, Scope::Operate]);
+    assert_eq!(
+        c.admin.tokens[0].source,
+        crate::secrets::SecretSource::Env("HOOKGATE_TEST_SURELY_UNSET_TOKEN".into())
+    );
+    assert!(c.admin.api);
+    assert_eq!(
+        c.admin.tls.as_ref().unwrap().cert,
+        Path::new("/nonexistent/admin.pem")
+    );
+    assert!(
+        c.literal_secrets
+            .contains(&"admin.tokens[1].value".to_owned())
+    );
+    assert!(
+        c.check_dev_only(false, false).is_err(),
+        "a literal token on a non-loopback admin listener needs --dev"
+    );
+    let rendered = crate::config::render::render_redacted(&c);
+    assert!(
+        rendered.contains("# value from env:HOOKGATE_TEST_SURELY_UNSET_TOKEN (redacted)"),
+        "{rendered}"
+    );
+    assert!(!rendered.contains("a-literal-token-for-dev"), "{rendered}");
     let c = load(&plus(
         "[admin]\nlisten = \"0.0.0.0:9090\"\nallow_unauthenticated = true\n\
          request_timeout_ms = 250\nmax_connections = 3\n",
     ))
     .unwrap();
+    assert!(
+        !c.admin.api,
+        "without tokens, not on loopback: only /metrics and probes"
+    );
     assert_eq!(c.admin_listen.unwrap().to_string(), "0.0.0.0:9090");
     assert_eq!(c.admin.request_timeout.as_millis(), 250);
     assert_eq!(c.admin.max_connections, 3);

@@ -48,15 +48,29 @@ where
         .strip_prefix(WEBHOOK_PREFIX)
         .and_then(|id| runtime.endpoints.get(id))
         .cloned();
+    let (parts, body) = request.into_parts();
+    // The body as read, for the rejection log's size and keyed digest (never stored).
+    let mut seen: Option<Bytes> = None;
     let answer = match &endpoint {
         None => Answer::UnknownEndpoint,
-        Some(ep) => process(state, conn, ep, request).await,
+        Some(ep) => process(state, conn, ep, &parts, body, &mut seen).await,
     };
     let (endpoint_id, provider) = match &endpoint {
         Some(ep) => (ep.config.id.as_str(), ep.config.provider_id()),
         None => ("_unknown", "_unknown"),
     };
     telemetry::request_answered(endpoint_id, provider, &answer, started.elapsed());
+    if let Some((cause, reason)) = crate::rejections::cause_of(&answer) {
+        state.rejections.record(crate::rejections::Rejected {
+            at_ms: state.clock.now_ms(),
+            endpoint: endpoint_id,
+            cause,
+            reason,
+            headers: &parts.headers,
+            body: seen.as_deref(),
+            digest: &|body| runtime.keyring.digest(body),
+        });
+    }
     answer.into_response()
 }
 
@@ -64,7 +78,9 @@ async fn process<B>(
     state: &AppState,
     conn: ConnInfo,
     ep: &EndpointRuntime,
-    request: Request<B>,
+    parts: &http::request::Parts,
+    body: B,
+    seen: &mut Option<Bytes>,
 ) -> Answer
 where
     B: http_body::Body<Data = Bytes>,
@@ -73,14 +89,14 @@ where
     let server = &state.runtime.load().config.server;
 
     // 1. Method (POST, or one the pack declares a handshake on), HTTPS, flood protection.
-    if !cfg.pack.accepts_method(request.method()) {
+    if !cfg.pack.accepts_method(&parts.method) {
         return Answer::MethodNotAllowed;
     }
     if !conn.tls && !server.trusted_proxies.is_empty() {
         if !is_trusted(conn.peer.ip(), &server.trusted_proxies) {
             return Answer::HttpsRequired;
         }
-        match forwarded_proto(request.headers()) {
+        match forwarded_proto(&parts.headers) {
             ForwardedProto::Https => {}
             ForwardedProto::Ambiguous => return Answer::BadRequest("ambiguous_forwarded_proto"),
             ForwardedProto::Absent | ForwardedProto::Other => return Answer::HttpsRequired,
@@ -88,7 +104,7 @@ where
     }
     let client = client_key(client_address(
         conn.peer.ip(),
-        request.headers(),
+        &parts.headers,
         &server.trusted_proxies,
     ));
     if let Some(limiter) = &state.client_limiter
@@ -99,11 +115,17 @@ where
     // Shed before reading and verifying the body while the commit queue already holds
     // `store.max_queue_wait_ms` of work: the CPU goes to requests that can be committed.
     if !state.store.admits() {
-        return shed(state, request, cfg.max_body_bytes, server.request_timeout).await;
+        return shed(
+            state,
+            &parts.headers,
+            body,
+            cfg.max_body_bytes,
+            server.request_timeout,
+        )
+        .await;
     }
 
     let pack = cfg.pack;
-    let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let ctx = RequestContext {
         method: &parts.method,
@@ -165,6 +187,7 @@ where
             Ok(Ok(bytes)) => bytes,
         }
     };
+    *seen = Some(body.clone());
     // Bounded work in progress keeps latency bounded when the CPU is saturated: beyond
     // `max_in_flight`, answer at once (nothing verified, nothing written) instead of slowing
     // every request down. The body is already read, so the connection stays usable.
@@ -286,19 +309,20 @@ const SHED_DRAIN_LIMIT: u64 = 64 * 1024;
 /// shed body is not drained.
 async fn shed<B>(
     state: &AppState,
-    request: Request<B>,
+    headers: &HeaderMap,
+    body: B,
     max_body_bytes: usize,
     timeout: std::time::Duration,
 ) -> Answer
 where
     B: http_body::Body<Data = Bytes>,
 {
-    if let Ok(Some(len)) = declared_length(request.headers())
+    if let Ok(Some(len)) = declared_length(headers)
         && len <= SHED_DRAIN_LIMIT.min(max_body_bytes as u64)
     {
         let limit = usize::try_from(len).unwrap_or(0);
         if let Some(_reserved) = state.shed_drain.try_reserve(limit) {
-            let drain = read_bounded(request.into_body(), limit, None);
+            let drain = read_bounded(body, limit, None);
             let _ = tokio::time::timeout(timeout.min(SHED_DRAIN_TIMEOUT), drain).await;
         }
     }

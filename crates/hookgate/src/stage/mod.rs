@@ -11,6 +11,7 @@
 
 pub mod attempt;
 pub mod health;
+pub mod jobs;
 pub mod pool;
 pub mod reseal;
 pub mod retention;

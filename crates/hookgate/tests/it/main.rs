@@ -12,6 +12,7 @@ mod console;
 mod crash;
 mod delivery;
 mod hostile;
+mod ignored_redelivery;
 mod keys;
 mod outbound;
 mod pipeline;

@@ -12,7 +12,8 @@ use utoipa::ToSchema;
 pub struct ErrorBody {
     /// A stable code: `unauthorized`, `forbidden`, `bad_request`, `not_found`,
     /// `payload_purged`, `not_failed`, `in_progress`, `not_processed`,
-    /// `unknown_destination`, `unavailable`.
+    /// `unknown_destination`, `invalid_state` (a job control its state does not take),
+    /// `unavailable`.
     pub error: String,
     /// What was wrong, for people.
     #[serde(skip_serializing_if = "Option::is_none")]

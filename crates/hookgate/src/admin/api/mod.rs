@@ -12,8 +12,10 @@ pub mod audit;
 pub mod auth;
 pub mod error;
 pub mod events;
+pub mod jobs;
 pub mod openapi;
 pub mod query;
+pub mod rejections;
 pub mod types;
 
 use std::sync::Arc;
@@ -44,6 +46,12 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/api/v1/events/{id}/retry", post(events::retry))
         .route("/api/v1/events/{id}/replay", post(events::replay))
         .route("/api/v1/audit", get(audit::list))
+        .route("/api/v1/jobs", get(jobs::list).post(jobs::create))
+        .route("/api/v1/jobs/{id}", get(jobs::show))
+        .route("/api/v1/jobs/{id}/pause", post(jobs::pause))
+        .route("/api/v1/jobs/{id}/resume", post(jobs::resume))
+        .route("/api/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/api/v1/rejections", get(rejections::list))
         .with_state(ApiState { app })
 }
 

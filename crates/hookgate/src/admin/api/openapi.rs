@@ -24,10 +24,21 @@ use super::types::{
         super::events::retry,
         super::events::replay,
         super::audit::list,
+        super::jobs::create,
+        super::jobs::list,
+        super::jobs::show,
+        super::jobs::pause,
+        super::jobs::resume,
+        super::jobs::cancel,
+        super::rejections::list,
     ),
     components(schemas(
         ErrorBody, EventSummary, EventPage, Attempts, Delivery, EventDetail, Payload,
-        ReplayRequest, OperationDone, AuditEntry, AuditPage
+        ReplayRequest, OperationDone, AuditEntry, AuditPage,
+        super::jobs::JobRequest, super::jobs::JobCreated, super::jobs::JobProgress,
+        super::jobs::Job, super::jobs::JobPage,
+        super::rejections::Rejection, super::rejections::RejectedHeader,
+        super::rejections::CauseCount, super::rejections::RejectionPage
     )),
     modifiers(&BearerScheme),
 )]
