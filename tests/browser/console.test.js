@@ -12,6 +12,7 @@
 //   CONSOLE_ENDPOINT     the endpoint to filter on
 //   CONSOLE_TARGET       the inbox id of an IGNORED event of that endpoint, to replay
 //   CONSOLE_DESTINATION  the endpoint's destination, to re-deliver to
+//   CONSOLE_JOB_ENDPOINT another endpoint, whose IGNORED events a bulk job replays
 //   CONSOLE_SCREENSHOT   where to write the screenshot of the events list (PNG)
 //   CHROMIUM             the browser (default /usr/bin/chromium)
 'use strict';
@@ -39,6 +40,7 @@ async function main(out) {
   const target = env('CONSOLE_TARGET');
   const screenshot = env('CONSOLE_SCREENSHOT');
   const destination = env('CONSOLE_DESTINATION');
+  const jobEndpoint = env('CONSOLE_JOB_ENDPOINT');
   const origin = new URL(url).origin;
 
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'hookgate-console-chromium-'));
@@ -54,7 +56,7 @@ async function main(out) {
     timeout: STEP_TIMEOUT,
   });
   try {
-    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, origin });
+    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, jobEndpoint, origin });
   } finally {
     await context.close();
     fs.rmSync(profile, { recursive: true, force: true });
@@ -198,6 +200,49 @@ async function drive(context, out, t) {
   await processed;
   await page.waitForFunction(() => /matching the filter/.test(document.querySelector('#events-summary').textContent));
   out.processed_after = await rows(page);
+
+  out.step = 'a bulk replay job for the IGNORED events of the other endpoint';
+  await page.selectOption('#f-status', 'ignored');
+  await page.fill('#f-endpoint_id', t.jobEndpoint);
+  const jobList = page.waitForResponse((r) => r.url().includes('endpoint_id=' + t.jobEndpoint));
+  await page.click('#apply-filters');
+  await jobList;
+  await page.waitForFunction(() => /matching the filter/.test(document.querySelector('#events-summary').textContent));
+  out.job_filtered = await rows(page);
+  await page.click('#job-from-filter');
+  await page.locator('#view-jobs').waitFor({ state: 'visible' });
+  out.job_filter_shown = await page.textContent('#job-filter');
+  await page.selectOption('#job-action', 'replay');
+  const created = page.waitForResponse((r) => r.url().endsWith('/api/v1/jobs') && r.request().method() === 'POST');
+  await page.click('#job-create');
+  const createdAnswer = await created;
+  out.job_created_status = createdAnswer.status();
+  const jobId = (await createdAnswer.json()).id;
+  out.job_id = jobId;
+  await page.waitForFunction((id) => {
+    const tr = document.querySelector('#jobs-table tr[data-job="' + id + '"]');
+    return tr && tr.querySelector('.job-state').textContent === 'done';
+  }, jobId);
+  out.job_row = await page.$eval('#jobs-table tr[data-job="' + jobId + '"]', (tr) => ({
+    action: tr.cells[1].textContent,
+    state: tr.querySelector('.job-state').textContent,
+    counts: tr.querySelector('.job-counts').textContent,
+    progress_value: tr.querySelector('progress').value,
+    progress_max: tr.querySelector('progress').max,
+  }));
+
+  out.step = 'the rejection log';
+  await page.click('#nav a[data-view="rejections"]');
+  await page.locator('#view-rejections').waitFor({ state: 'visible' });
+  await page.fill('#r-endpoint', t.endpoint);
+  await page.click('#refresh-rejections');
+  await page.waitForFunction((ep) => [...document.querySelectorAll('#rejections-table tbody tr')]
+    .some((tr) => tr.textContent.includes(ep)), t.endpoint);
+  out.rejections = await page.$$eval('#rejections-table', ([table]) => {
+    const names = [...table.tHead.querySelectorAll('th')].map((th) => th.textContent);
+    return [...table.tBodies[0].rows].map((tr) => Object.fromEntries(names.map((n, i) => [n, tr.cells[i].textContent])));
+  });
+  out.rejection_counts = await page.$$eval('#rejection-counts tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
 
   out.step = 'live rates and acknowledgement latency';
   await page.click('#nav a[data-view="live"]');

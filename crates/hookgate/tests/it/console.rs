@@ -17,6 +17,7 @@ use hookgate_core::InboxStatus;
 use crate::support::*;
 
 const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const FORGED_SECRET: &str = "whsec_ZXhwaXJlZC1zZWNyZXQtZm9yLXRlc3RzLTEyMzQ=";
 const ONCALL_TOKEN: &str = "hg_console_oncall_4b1f0c9e7d2a6b3f8e5c1a0d9b7e6f42";
 const VIEWER_TOKEN: &str = "hg_console_viewer_9e2d7c4b1a0f3e6d5c8b7a6f4e3d2c1b";
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -267,6 +268,45 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     })
     .await;
 
+    // A forged request (another secret) lands in the rejection log, off the acceptance path:
+    // wait until the API lists it, so the page has it to show.
+    let forged = post_signed(
+        addr,
+        "shop",
+        "standard_webhooks",
+        FORGED_SECRET,
+        "msg_forged",
+        unix_now(),
+        &sw_body("invoice.paid", "forged"),
+    )
+    .await;
+    assert_eq!(forged.status, 401, "{}", forged.body);
+    let forged_signature = signed_headers(
+        "standard_webhooks",
+        FORGED_SECRET,
+        "msg_forged",
+        unix_now(),
+        b"{}",
+    )
+    .into_iter()
+    .find(|(k, _)| k.eq_ignore_ascii_case("webhook-signature"))
+    .map(|(_, v)| v)
+    .unwrap();
+    wait_until("the forged request in the rejection log", WAIT, || async {
+        let r = send_raw_async(
+            admin,
+            build_request(
+                "GET",
+                "/api/v1/rejections?endpoint=shop",
+                &[("Authorization".into(), format!("Bearer {ONCALL_TOKEN}"))],
+                b"",
+            ),
+        )
+        .await;
+        r.status == 200 && !r.json()["rejections"].as_array().unwrap().is_empty()
+    })
+    .await;
+
     // The page and its assets: security headers on each.
     let page = get(admin, "/console");
     assert_eq!(page.status, 200);
@@ -305,6 +345,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         ("CONSOLE_ENDPOINT", "shop".to_owned()),
         ("CONSOLE_TARGET", target.clone()),
         ("CONSOLE_DESTINATION", "recv".to_owned()),
+        ("CONSOLE_JOB_ENDPOINT", "crm".to_owned()),
         ("CONSOLE_SCREENSHOT", screenshot.display().to_string()),
         ("CHROMIUM", CHROMIUM.to_owned()),
     ];
@@ -428,6 +469,47 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert_eq!(keys.iter().filter(|k| **k == target).count(), 1, "{keys:?}");
     assert_eq!(keys.iter().filter(|k| **k == fresh).count(), 1, "{keys:?}");
 
+    // The bulk job: created from the page's filter (IGNORED on `crm`), followed to `done`.
+    assert_eq!(
+        ids(&report["job_filtered"]),
+        BTreeSet::from([crm_ignored.clone()])
+    );
+    let shown_filter: serde_json::Value =
+        serde_json::from_str(report["job_filter_shown"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        shown_filter,
+        serde_json::json!({"status": "ignored", "endpoint_id": "crm"})
+    );
+    assert_eq!(report["job_created_status"], 201);
+    let job = &report["job_row"];
+    assert_eq!(job["action"], "replay", "{job:#}");
+    assert_eq!(job["state"], "done", "{job:#}");
+    assert_eq!(job["counts"], "1 / 1 (0 failed)", "{job:#}");
+    assert_eq!(job["progress_value"], job["progress_max"], "{job:#}");
+
+    // The rejection log: the forged request, its cause, header names without their values.
+    let rejections = report["rejections"].as_array().unwrap();
+    assert_eq!(rejections.len(), 1, "{rejections:#?}");
+    let r = &rejections[0];
+    assert_eq!(r["endpoint"], "shop");
+    assert_eq!(r["cause"], "invalid_signature", "{r:#}");
+    let headers = r["headers"].as_str().unwrap();
+    assert!(headers.contains("webhook-signature"), "{headers}");
+    let sig_value = forged_signature.split_once(',').map_or("", |(_, v)| v);
+    assert!(
+        !sig_value.is_empty() && !headers.contains(sig_value),
+        "a signature value on the page: {headers}"
+    );
+    assert!(
+        report["rejection_counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c[0] == "invalid_signature" && c[1] == "1"),
+        "{:#}",
+        report["rejection_counts"]
+    );
+
     // Live: the answers counted by `/metrics` (4 accepted, 3 ignored) and a latency.
     let live = &report["live"];
     assert_eq!(live["outcomes"]["accepted"], "4", "{live:#}");
@@ -449,8 +531,10 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert_eq!(
         other.status,
         InboxStatus::Ignored,
-        "only the replayed event changed"
+        "only the replayed events changed"
     );
+    let by_job = store.get_event(&crm_ignored).await.unwrap().unwrap();
+    assert_eq!(by_job.status, InboxStatus::Processed, "the job replayed it");
     let audit = store.audit_log(100).await.unwrap();
     let has = |actor: &str, action: &str, result: &str| {
         audit.iter().any(|a| {
@@ -467,6 +551,13 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert!(
         has("viewer", "decrypt", "denied"),
         "the refused decrypt is audited: {audit:#?}"
+    );
+
+    assert!(
+        audit
+            .iter()
+            .any(|a| a.actor == "oncall" && a.action == "job.create" && a.result == "ok"),
+        "{audit:#?}"
     );
 
     // The page's audit view shows the same entries the store holds.

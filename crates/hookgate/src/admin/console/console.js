@@ -589,32 +589,39 @@
   // --- rejections --------------------------------------------------------------------------
 
   async function loadRejections() {
+    const q = new URLSearchParams({ limit: '100' });
+    for (const [field, name] of [['r-endpoint', 'endpoint'], ['r-cause', 'cause']]) {
+      const value = $(field).value.trim();
+      if (value) q.set(name, value);
+    }
     let data;
     try {
-      data = (await api('GET', '/api/v1/rejections')).data || {};
+      data = (await api('GET', '/api/v1/rejections?' + q.toString())).data || {};
       notice('');
     } catch (e) {
       notice('Rejections: ' + explain(e));
       return;
     }
-    const entries = Array.isArray(data) ? data : Array.isArray(data.rejections) ? data.rejections : [];
-    table($('rejections-table'), entries.map((r) => {
-      const row = { ...r };
-      if (Array.isArray(row.header_names)) row.header_names = row.header_names.join(', ');
-      return row;
-    }));
+    // Each entry: when, endpoint, cause (and reason), header names with redacted values,
+    // body size and keyed digest; never the body.
+    const entries = Array.isArray(data.rejections) ? data.rejections : [];
+    table($('rejections-table'), entries.map((r) => ({
+      at: r.at,
+      endpoint: r.endpoint,
+      cause: r.cause,
+      reason: r.reason,
+      headers: (Array.isArray(r.headers) ? r.headers : []).map((h) => show(h.name) + ': ' + show(h.value)).join('\n'),
+      body_size: r.body_size,
+      body_digest: r.body_digest,
+    })));
     const counts = $('rejection-counts').tBodies[0];
     clear(counts);
-    let perCause = data.counts || data.per_cause || null;
-    if (!perCause) {
-      perCause = {};
-      for (const r of entries) perCause[show(r.cause)] = (perCause[show(r.cause)] || 0) + 1;
+    const perCause = Array.isArray(data.counts) ? data.counts : [];
+    if (perCause.length === 0) counts.append(el('tr', null, el('td', { className: 'muted' }, 'none')));
+    for (const c of perCause) {
+      counts.append(el('tr', { dataset: { cause: show(c.cause) } },
+        el('td', null, show(c.cause)), el('td', null, show(c.seen)), el('td', null, show(c.logged))));
     }
-    const pairs = Array.isArray(perCause)
-      ? perCause.map((c) => [show(c.cause), show(c.count)])
-      : Object.entries(perCause).map(([k, v]) => [k, show(v)]);
-    if (pairs.length === 0) counts.append(el('tr', null, el('td', { className: 'muted' }, 'none')));
-    for (const [cause, count] of pairs) counts.append(el('tr', null, el('td', null, cause), el('td', null, count)));
   }
 
   // --- audit log ---------------------------------------------------------------------------
@@ -797,7 +804,10 @@
       const button = ev.target.closest('button.job-control');
       if (button) controlJob(button);
     });
-    $('refresh-rejections').addEventListener('click', loadRejections);
+    $('rejection-filters').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      loadRejections();
+    });
     $('refresh-audit').addEventListener('click', loadAudit);
     window.addEventListener('hashchange', route);
     route();
