@@ -1,16 +1,23 @@
-//! `hookgate events list|show|retry|purge`: what operators (and scripts) see of stored events.
+//! `hookgate events list|show|retry|replay|purge`: what operators (and scripts) see of stored
+//! events, and the operations on them — through the operator API (`--url`, token in
+//! `HOOKGATE_ADMIN_TOKEN`) or on the store directly (`--config`), the same operations
+//! either way (`crate::admin::api`).
 //!
-//! `list --json` prints one JSON object per line; `show` prints metadata only, unless
-//! `--payload` asks to decrypt the stored body, which is logged as a deliberate act.
+//! `list` pages (500 at a time, never a payload) and prints one JSON object per line with
+//! `--json`; `show` prints metadata only, unless `--payload` asks to decrypt the stored body
+//! (audited as `decrypt`). On the store directly, operations are audited with the OS user as
+//! the token.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine;
 use clap::Subcommand;
-use hookgate_core::{InboxStatus, RowIdentity};
-use hookgate_store::{EventFilter, InboxRecord, SharedStore};
+use hookgate_core::RowIdentity;
+use hookgate_store::{InboxRecord, NewAudit, OperationResult, Redelivery, SharedStore};
+use reqwest::Method;
 use serde_json::{Value, json};
 
+use super::events_api::{ApiClient, Filters, Target, refused};
 use crate::app::open_store;
 use crate::config::Config;
 use crate::state::process_clock;
@@ -18,18 +25,13 @@ use crate::telemetry;
 
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
-    /// List events, newest first.
+    /// List events, newest first, a page at a time.
     List {
-        #[arg(long, short)]
-        config: PathBuf,
-        /// received, processed, failed or ignored.
-        #[arg(long)]
-        status: Option<String>,
-        #[arg(long)]
-        endpoint: Option<String>,
-        /// Only events this secret version verified (after a leak: what it let in).
-        #[arg(long)]
-        secret_version: Option<String>,
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        filters: Filters,
+        /// At most this many events (default: all that match).
         #[arg(long)]
         limit: Option<u32>,
         /// One JSON object per line.
@@ -38,10 +40,10 @@ pub enum EventsCommand {
     },
     /// Show one event's metadata (and, with --payload, its decrypted body).
     Show {
-        #[arg(long, short)]
-        config: PathBuf,
+        #[command(flatten)]
+        target: Target,
         id: String,
-        /// Decrypt and print the stored payload (logged).
+        /// Decrypt and print the stored payload (audited).
         #[arg(long)]
         payload: bool,
     },
@@ -50,9 +52,21 @@ pub enum EventsCommand {
     /// Refused (exit 3, `{"error":"payload_purged"}` on stderr) when the event's payload
     /// was purged: nothing is left to process or deliver.
     Retry {
-        #[arg(long, short)]
-        config: PathBuf,
+        #[command(flatten)]
+        target: Target,
         id: String,
+    },
+    /// Replay a PROCESSED, IGNORED or FAILED event through processing (whatever the
+    /// allow-list says now), or with --destination re-deliver it to that destination only.
+    Replay {
+        #[command(flatten)]
+        target: Target,
+        id: String,
+        #[arg(long)]
+        destination: Option<String>,
+        /// With --destination: a new Idempotency-Key (recorded).
+        #[arg(long, requires = "destination")]
+        fresh_key: bool,
     },
     /// Remove the sealed payloads of events now (privacy request), keep their id records,
     /// and record it in the audit log. Select by ids and/or --endpoint, --before, --older-than.
@@ -62,6 +76,34 @@ pub enum EventsCommand {
 /// Exit code of `events retry` for an event whose payload was purged.
 pub const EXIT_PAYLOAD_PURGED: i32 = 3;
 
+/// Rows per page of `events list`.
+const PAGE: u32 = 500;
+
+/// Where a command works, opened.
+enum Conn {
+    Store(Config, SharedStore),
+    Api(ApiClient),
+}
+
+impl Conn {
+    async fn open(target: &Target) -> anyhow::Result<Conn> {
+        match (&target.url, &target.config) {
+            (Some(url), _) => Ok(Conn::Api(ApiClient::new(url)?)),
+            (None, Some(path)) => {
+                let (config, store) = open(path).await?;
+                Ok(Conn::Store(config, store))
+            }
+            (None, None) => anyhow::bail!("give --config or --url"),
+        }
+    }
+
+    async fn close(self) {
+        if let Conn::Store(_, store) = self {
+            store.close().await;
+        }
+    }
+}
+
 pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -69,81 +111,58 @@ pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
     rt.block_on(async move {
         match command {
             EventsCommand::List {
-                config,
-                status,
-                endpoint,
-                secret_version,
+                target,
+                filters,
                 limit,
                 json,
             } => {
-                let status = status
-                    .map(|s| {
-                        s.parse::<InboxStatus>().map_err(|_| {
-                            anyhow::anyhow!(
-                                "--status must be received, processed, failed or ignored"
-                            )
-                        })
-                    })
-                    .transpose()?;
-                let (_, store) = open(&config).await?;
-                let filter = EventFilter {
-                    status,
-                    endpoint_id: endpoint,
-                    matched_secret_version: secret_version,
-                    limit,
-                };
-                let result = crate::relay::ops::list_events(&store, &filter).await;
-                store.close().await;
-                let events = result?;
-                if json {
-                    for e in &events {
-                        println!("{}", metadata(e));
-                    }
-                } else {
-                    println!(
-                        "{:<36}  {:<10}  {:<8}  {:<4}  {:<18}  {:<20}  EVENT",
-                        "ID", "STATUS", "OUTCOME", "TRY", "PROVIDER", "ENDPOINT"
-                    );
-                    for e in &events {
-                        println!(
-                            "{:<36}  {:<10}  {:<8}  {:<4}  {:<18}  {:<20}  {}",
-                            e.inbox_id,
-                            e.status,
-                            e.outcome.map_or("-", |o| o.as_str()),
-                            e.attempt_count,
-                            e.provider,
-                            e.endpoint_id,
-                            e.provider_event_id
-                        );
-                    }
-                }
+                let conn = Conn::open(&target).await?;
+                let result = list(&conn, &filters, limit).await;
+                conn.close().await;
+                print_list(&result?, json);
                 Ok(0)
             }
             EventsCommand::Show {
-                config,
+                target,
                 id,
                 payload,
             } => {
-                let (config, store) = open(&config).await?;
-                let result = store.get_event(&id).await;
-                let deliveries = store.list_deliveries(&id).await;
-                store.close().await;
-                let Some(event) = result? else {
-                    eprintln!("no event {id}");
-                    return Ok(1);
-                };
-                let mut out = metadata(&event);
-                out["deliveries"] = crate::relay::ops::deliveries_json(&deliveries?);
-                if payload {
-                    out["payload"] = decrypt(&config, &event)?;
-                }
-                println!("{}", serde_json::to_string_pretty(&out)?);
-                Ok(0)
+                let conn = Conn::open(&target).await?;
+                let result = show(&conn, &id, payload).await;
+                conn.close().await;
+                result
             }
-            EventsCommand::Retry { config, id } => {
-                let (_, store) = open(&config).await?;
-                let result = retry(&store, &id).await;
-                store.close().await;
+            EventsCommand::Retry { target, id } => {
+                let conn = Conn::open(&target).await?;
+                let result = match &conn {
+                    Conn::Store(_, store) => retry(store, &id).await,
+                    Conn::Api(api) => {
+                        operate(api, &format!("/api/v1/events/{id}/retry"), None).await
+                    }
+                };
+                conn.close().await;
+                result
+            }
+            EventsCommand::Replay {
+                target,
+                id,
+                destination,
+                fresh_key,
+            } => {
+                let conn = Conn::open(&target).await?;
+                let result = match &conn {
+                    Conn::Store(config, store) => {
+                        replay(config, store, &id, destination.as_deref(), fresh_key).await
+                    }
+                    Conn::Api(api) => {
+                        let body = match &destination {
+                            Some(d) => json!({ "destination": d, "fresh_key": fresh_key }),
+                            None => json!({}),
+                        };
+                        operate(api, &format!("/api/v1/events/{id}/replay"), Some(body)).await
+                    }
+                };
+                conn.close().await;
                 result
             }
             EventsCommand::Purge(args) => {
@@ -163,9 +182,209 @@ async fn open(path: &Path) -> anyhow::Result<(Config, SharedStore)> {
     Ok((config, store))
 }
 
+/// Every matching event (up to `limit`), page by page. `--status failed` also lists events
+/// with a FAILED delivery (their inbox row stays PROCESSED), as before.
+async fn list(conn: &Conn, filters: &Filters, limit: Option<u32>) -> anyhow::Result<Vec<Value>> {
+    let pairs = filters.pairs();
+    let failed = filters
+        .status
+        .as_deref()
+        .is_some_and(|s| s.eq_ignore_ascii_case("failed"));
+    let mut events = pages(conn, &pairs, limit).await?;
+    if failed && filters.delivery_status.is_none() {
+        let mut deliveries: Vec<(&'static str, String)> = pairs
+            .iter()
+            .filter(|(k, _)| *k != "status")
+            .cloned()
+            .collect();
+        deliveries.push(("delivery_status", "failed".into()));
+        for e in pages(conn, &deliveries, limit).await? {
+            if !events.iter().any(|x| x["id"] == e["id"]) {
+                events.push(e);
+            }
+        }
+        let key = |e: &Value| {
+            (
+                e["received_at_ms"].as_i64(),
+                e["id"].as_str().map(str::to_owned),
+            )
+        };
+        events.sort_by_key(|e| std::cmp::Reverse(key(e)));
+        if let Some(limit) = limit {
+            events.truncate(limit as usize);
+        }
+    }
+    Ok(events)
+}
+
+async fn pages(
+    conn: &Conn,
+    pairs: &[(&'static str, String)],
+    limit: Option<u32>,
+) -> anyhow::Result<Vec<Value>> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let want = limit.map_or(PAGE, |l| (l as usize - out.len()).min(PAGE as usize) as u32);
+        if want == 0 {
+            break;
+        }
+        let (rows, next) = match conn {
+            Conn::Store(_, store) => {
+                let mut query = hookgate_store::EventQuery {
+                    limit: want,
+                    ..Default::default()
+                };
+                for (k, v) in pairs {
+                    crate::admin::api::query::set_filter(&mut query, k, v.clone())
+                        .map_err(|e| anyhow::anyhow!("{}", e.body.message.unwrap_or_default()))?;
+                }
+                if let Some(c) = &cursor {
+                    query.after =
+                        Some(crate::admin::api::query::decode_cursor(c).map_err(|e| {
+                            anyhow::anyhow!("{}", e.body.message.unwrap_or_default())
+                        })?);
+                }
+                let (rows, next) = crate::admin::api::events::page(store, query).await?;
+                (rows.iter().map(metadata).collect::<Vec<_>>(), next)
+            }
+            Conn::Api(api) => {
+                let mut query: Vec<(&str, String)> = pairs.to_vec();
+                query.push(("limit", want.to_string()));
+                if let Some(c) = &cursor {
+                    query.push(("cursor", c.clone()));
+                }
+                let page = api
+                    .call(Method::GET, "/api/v1/events", &query, None)
+                    .await?
+                    .map_err(|r| anyhow::anyhow!("the API refused the list: {}", r.body))?;
+                let rows = page["events"].as_array().cloned().unwrap_or_default();
+                (rows, page["next_cursor"].as_str().map(str::to_owned))
+            }
+        };
+        out.extend(rows);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+fn print_list(events: &[Value], json: bool) {
+    if json {
+        for e in events {
+            println!("{e}");
+        }
+        return;
+    }
+    println!(
+        "{:<36}  {:<10}  {:<8}  {:<4}  {:<18}  {:<20}  EVENT",
+        "ID", "STATUS", "OUTCOME", "TRY", "PROVIDER", "ENDPOINT"
+    );
+    let s = |v: &Value| v.as_str().map_or_else(|| "-".to_owned(), str::to_owned);
+    for e in events {
+        println!(
+            "{:<36}  {:<10}  {:<8}  {:<4}  {:<18}  {:<20}  {}",
+            s(&e["id"]),
+            s(&e["status"]),
+            s(&e["outcome"]),
+            e["attempt_count"],
+            s(&e["provider"]),
+            s(&e["endpoint_id"]),
+            s(&e["provider_event_id"])
+        );
+    }
+}
+
+async fn show(conn: &Conn, id: &str, payload: bool) -> anyhow::Result<i32> {
+    let out = match conn {
+        Conn::Store(config, store) => {
+            let Some(event) = store.get_event(id).await? else {
+                eprintln!("no event {id}");
+                return Ok(1);
+            };
+            let deliveries = store.list_deliveries(id).await?;
+            let mut out = metadata(&event);
+            out["deliveries"] = crate::relay::ops::deliveries_json(&deliveries);
+            if payload {
+                out["payload"] = decrypt(config, &event)?;
+                audit(store, "decrypt", id, None).await?;
+            }
+            out
+        }
+        Conn::Api(api) => {
+            let mut out = match api
+                .call(Method::GET, &format!("/api/v1/events/{id}"), &[], None)
+                .await?
+            {
+                Ok(v) => v,
+                Err(r) => return Ok(refused(&r)),
+            };
+            if payload {
+                let p = match api
+                    .call(
+                        Method::GET,
+                        &format!("/api/v1/events/{id}/payload"),
+                        &[],
+                        None,
+                    )
+                    .await?
+                {
+                    Ok(v) => v,
+                    Err(r) => return Ok(refused(&r)),
+                };
+                out["payload"] = if p["encoding"] == "base64" {
+                    json!({ "base64": p["body"] })
+                } else {
+                    p["body"].clone()
+                };
+                eprintln!("note: payload of {id} decrypted on request (audited)");
+            }
+            out
+        }
+    };
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(0)
+}
+
+/// An operation through the API: prints the answer, or the refusal with its exit code.
+async fn operate(api: &ApiClient, path: &str, body: Option<Value>) -> anyhow::Result<i32> {
+    match api.call(Method::POST, path, &[], body).await? {
+        Ok(v) => {
+            println!("{v}");
+            Ok(0)
+        }
+        Err(r) => Ok(refused(&r)),
+    }
+}
+
+/// An audit row for an action on the store directly (the OS user as the token).
+async fn audit(
+    store: &SharedStore,
+    action: &str,
+    target: &str,
+    detail: Option<Value>,
+) -> anyhow::Result<()> {
+    store
+        .record_audit(NewAudit {
+            audit_id: uuid::Uuid::now_v7().to_string(),
+            at_ms: process_clock().now_ms(),
+            actor: super::purge::os_user(),
+            action: action.into(),
+            target: target.into(),
+            filter: None,
+            result: "ok".into(),
+            detail: detail.map(|d| d.to_string()),
+        })
+        .await?;
+    Ok(())
+}
+
 async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
     let now = process_clock().now_ms();
     if store.retry_event(id, now).await? {
+        audit(store, "retry", id, None).await?;
         tracing::info!(inbox_id = %id, "event put back for processing by operator");
         println!("event {id} is RECEIVED again; a worker will process it");
         return Ok(0);
@@ -173,6 +392,13 @@ async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
     // Only the FAILED deliveries of the event; delivered ones are not sent again.
     let deliveries = store.retry_deliveries(id, now).await?;
     if deliveries > 0 {
+        audit(
+            store,
+            "retry",
+            id,
+            Some(json!({ "deliveries": deliveries })),
+        )
+        .await?;
         tracing::info!(inbox_id = %id, deliveries, "failed deliveries put back by operator");
         println!(
             "{deliveries} FAILED deliveries of event {id} are PENDING again; the relay will deliver them"
@@ -180,15 +406,7 @@ async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
         return Ok(0);
     }
     match store.get_event(id).await? {
-        Some(e) if !e.payload_stored() => {
-            let refused = crate::relay::ops::ReplayRefused::PayloadPurged;
-            eprintln!("{}", refused.body());
-            eprintln!(
-                "event {id} cannot be retried: its payload was purged (retention or events purge); \
-                 only its id record is left"
-            );
-            return Ok(EXIT_PAYLOAD_PURGED);
-        }
+        Some(e) if !e.payload_stored() => return Ok(purged(id)),
         Some(e) => eprintln!(
             "event {id} is {}, not FAILED, and has no FAILED delivery: nothing to retry",
             e.status
@@ -196,6 +414,72 @@ async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
         None => eprintln!("no event {id}"),
     }
     Ok(1)
+}
+
+fn purged(id: &str) -> i32 {
+    let refused = crate::relay::ops::ReplayRefused::PayloadPurged;
+    eprintln!("{}", refused.body());
+    eprintln!(
+        "event {id} cannot be replayed: its payload was purged (retention or events purge); \
+         only its id record is left"
+    );
+    EXIT_PAYLOAD_PURGED
+}
+
+async fn replay(
+    config: &Config,
+    store: &SharedStore,
+    id: &str,
+    destination: Option<&str>,
+    fresh_key: bool,
+) -> anyhow::Result<i32> {
+    let now = process_clock().now_ms();
+    let (action, result, detail) = match destination {
+        None => ("replay", store.replay_event(id, now).await?, None),
+        Some(d) => {
+            if !config.destinations.iter().any(|c| c.id == d) {
+                eprintln!("no destination {d:?} is configured");
+                return Ok(1);
+            }
+            let key = fresh_key.then(|| uuid::Uuid::now_v7().to_string());
+            let result = store
+                .redeliver(Redelivery {
+                    inbox_id: id,
+                    destination: d,
+                    fresh_key: key.as_deref(),
+                    outbox_id: &uuid::Uuid::now_v7().to_string(),
+                    now_ms: now,
+                })
+                .await?;
+            let detail = json!({ "destination": d, "fresh_key": key });
+            ("redeliver", result, Some(detail))
+        }
+    };
+    match result {
+        OperationResult::Done => {
+            audit(store, action, id, detail.clone()).await?;
+            println!(
+                "{}",
+                json!({ "id": id, "action": action, "detail": detail })
+            );
+            Ok(0)
+        }
+        OperationResult::PayloadPurged => Ok(purged(id)),
+        OperationResult::NotFound => {
+            eprintln!("no event {id}");
+            Ok(1)
+        }
+        OperationResult::InProgress => {
+            eprintln!(
+                "event {id} is still RECEIVED, or a relay is delivering it now: nothing changed"
+            );
+            Ok(1)
+        }
+        OperationResult::NotProcessed => {
+            eprintln!("event {id} is not PROCESSED: it has no deliveries to re-deliver yet");
+            Ok(1)
+        }
+    }
 }
 
 /// The stored body, decrypted on purpose: logged, with who asked being the operator.

@@ -11,6 +11,7 @@ pub mod bench;
 #[cfg(feature = "bench")]
 pub mod bench_seed;
 pub mod events;
+pub mod events_api;
 pub mod keys;
 pub mod providers;
 pub mod providers_test;

@@ -141,7 +141,7 @@ fn parse_age(text: &str) -> anyhow::Result<Duration> {
 }
 
 /// The OS user running the command (looked up by uid, not `$USER`).
-fn os_user() -> String {
+pub(crate) fn os_user() -> String {
     whoami::username().unwrap_or_else(|_| "unknown-os-user".to_owned())
 }
 

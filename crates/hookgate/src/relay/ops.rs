@@ -1,32 +1,9 @@
-//! What operators see of deliveries (`hookgate events list|show|retry`): the outbox half of
-//! the event commands, kept here so the CLI stays a thin caller; and why a replay is refused,
-//! in the form the operator API answers it.
+//! What operators see of deliveries (`hookgate events show`): the outbox half of the event
+//! commands, kept here so the CLI stays a thin caller; and why a replay is refused, in the
+//! form the operator API answers it.
 
-use hookgate_core::InboxStatus;
-use hookgate_store::{EventFilter, InboxRecord, OutboxRecord, SharedStore, StoreError};
+use hookgate_store::OutboxRecord;
 use serde_json::{Value, json};
-
-/// `events list`: with `--status failed`, events whose processing failed OR that have a
-/// FAILED delivery (the inbox row of the latter stays PROCESSED), newest first.
-pub async fn list_events(
-    store: &SharedStore,
-    filter: &EventFilter,
-) -> Result<Vec<InboxRecord>, StoreError> {
-    let mut events = store.list_events(filter).await?;
-    if filter.status == Some(InboxStatus::Failed) {
-        for e in store.events_with_failed_deliveries(filter).await? {
-            if !events.iter().any(|x| x.inbox_id == e.inbox_id) {
-                events.push(e);
-            }
-        }
-        events
-            .sort_by(|a, b| (b.received_at_ms, &b.inbox_id).cmp(&(a.received_at_ms, &a.inbox_id)));
-        if let Some(limit) = filter.limit {
-            events.truncate(limit as usize);
-        }
-    }
-    Ok(events)
-}
 
 /// Why an operator's replay (retry, re-processing, redelivery) of an event is refused. The
 /// store refuses it atomically (its retry statements require a stored payload); this names

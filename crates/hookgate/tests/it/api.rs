@@ -724,3 +724,207 @@ async fn paging_is_stable_under_concurrent_inserts_on_sqlite() {
 async fn paging_is_stable_under_concurrent_inserts_on_postgres() {
     paging_under_inserts(Backend::Postgres).await;
 }
+
+/// `[admin] tls`: the operator API (and the probes) over HTTPS with the listener's own
+/// certificate; plain HTTP gets no answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_api_over_admin_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let (cert_path, key_path) = (dir.path().join("admin.pem"), dir.path().join("admin.key"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let admin = format!(
+        "tls = {{ cert = {}, key = {} }}\n{}",
+        q(&cert_path.display().to_string()),
+        q(&key_path.display().to_string()),
+        tokens()
+    );
+    let files = TestGateway::builder()
+        .admin_settings(&admin)
+        .workers(0)
+        .write()
+        .await;
+    let gw = files.serve(None);
+    let port = gw.admin.unwrap().port();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", ([127, 0, 0, 1], port).into())
+        .https_only(true)
+        .build()
+        .unwrap();
+    let page = client
+        .get(format!("https://localhost:{port}/api/v1/events"))
+        .bearer_auth(READ)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let page: Value = page.json().await.unwrap();
+    assert_eq!(page, json!({ "events": [], "next_cursor": null }));
+    let denied = client
+        .get(format!("https://localhost:{port}/api/v1/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
+    let health = client
+        .get(format!("https://localhost:{port}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/api/v1/events"))
+        .bearer_auth(READ)
+        .send()
+        .await;
+    assert!(plain.is_err() || plain.unwrap().status() != 200);
+    gw.terminate();
+}
+
+/// `hookgate events …` runs the same operations over the API (`--url`, the token in
+/// `HOOKGATE_ADMIN_TOKEN`) as on the store directly (`--config`), and pages with the list's
+/// filters.
+async fn events_cli(backend: Backend) {
+    let receiver = Receiver::start().await;
+    let files = gateway(backend, &receiver).write().await;
+    let gw = files.serve(None);
+    let admin = gw.admin.unwrap();
+    let api = Api::new(admin).await;
+    let webhook = gw.addr();
+    let paid = post_event(webhook, "msg_1", "invoice.paid", "o1").await;
+    let failed = post_event(webhook, "msg_2", "invoice.failed", "o2").await;
+    let ignored = post_event(webhook, "msg_3", "customer.created", "o3").await;
+    wait_status(&api, &paid, "PROCESSED").await;
+    wait_status(&api, &failed, "PROCESSED").await;
+    wait_keys(&receiver, 2).await;
+    let url = format!("http://{admin}");
+    let config = files.config_path.clone();
+    let run = move |args: Vec<String>, token: Option<&'static str>| {
+        let (url, config) = (url.clone(), config.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut cmd = std::process::Command::new(binary());
+            cmd.arg("events")
+                .args(&args)
+                .env_remove("HOOKGATE_ADMIN_TOKEN");
+            match token {
+                Some(t) => {
+                    cmd.arg("--url").arg(&url).env("HOOKGATE_ADMIN_TOKEN", t);
+                }
+                None => {
+                    cmd.arg("--config").arg(&config);
+                }
+            }
+            let out = cmd.output().unwrap();
+            (
+                out.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        })
+    };
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let ids = |out: &str| {
+        out.lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
+    for token in [Some(READ), None] {
+        let (code, out, err) = run(args(&["list", "--json", "--status", "IGNORED"]), token)
+            .await
+            .unwrap();
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(ids(&out), vec![ignored.clone()], "{token:?}");
+        let (code, out, err) = run(
+            args(&[
+                "list",
+                "--json",
+                "--event-type",
+                "invoice.*",
+                "--limit",
+                "1",
+            ]),
+            token,
+        )
+        .await
+        .unwrap();
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(ids(&out), vec![failed.clone()]);
+        let (code, out, _) = run(args(&["list", "--json"]), token).await.unwrap();
+        assert_eq!(code, 0);
+        assert_eq!(
+            ids(&out),
+            vec![ignored.clone(), failed.clone(), paid.clone()]
+        );
+    }
+    let (code, _, err) = run(args(&["list", "--json"]), Some(OPERATE)).await.unwrap();
+    assert_ne!(code, 0, "the operate token has no read scope");
+    assert!(err.contains("forbidden"), "{err}");
+
+    // Replay of the IGNORED event over the API, re-delivery with a fresh key on the store.
+    let (code, out, err) = run(args(&["replay", &ignored]), Some(OPERATE))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}{err}");
+    wait_status(&api, &ignored, "PROCESSED").await;
+    wait_keys(&receiver, 3).await;
+    let (code, out, err) = run(
+        args(&["replay", &paid, "--destination", "recv", "--fresh-key"]),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(code, 0, "{out}{err}");
+    let keys = wait_keys(&receiver, 4).await;
+    assert!(!keys[..3].contains(&keys[3]), "a fresh key: {keys:?}");
+    // Show with the payload over the API: the fields of `events show`, and the body.
+    let (code, out, err) = run(args(&["show", &paid, "--payload"]), Some(DECRYPT))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    for field in [
+        "id",
+        "status",
+        "payload_stored",
+        "matched_secret_version",
+        "deliveries",
+    ] {
+        assert!(shown.get(field).is_some(), "{field} in {shown}");
+    }
+    assert!(shown["payload"].as_str().unwrap().contains("invoice.paid"));
+    let (code, _, err) = run(args(&["retry", &paid]), Some(OPERATE)).await.unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("not_failed"), "{err}");
+    // Both ways are audited.
+    let audit = api.audit().await;
+    assert!(audit.iter().any(|a| a["action"] == "replay"
+        && a["token"] == "operator"
+        && a["target"] == ignored.as_str()));
+    assert!(audit.iter().any(|a| a["action"] == "redeliver"
+        && a["token"] != "operator"
+        && a["target"] == paid.as_str()
+        && a["result"] == "ok"));
+    assert!(
+        audit
+            .iter()
+            .any(|a| a["action"] == "decrypt" && a["token"] == "decryptor")
+    );
+    gw.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_cli_over_the_api_and_the_store_on_sqlite() {
+    events_cli(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_cli_over_the_api_and_the_store_on_postgres() {
+    events_cli(Backend::Postgres).await;
+}

@@ -48,10 +48,24 @@ pub async fn list(
 ) -> Result<Json<EventPage>, ApiError> {
     s.authorize(&headers, Scope::Read, "events.list", "-")
         .await?;
-    let mut query = super::query::parse(raw.as_deref())?;
+    let query = super::query::parse(raw.as_deref())?;
+    let (rows, next_cursor) = page(&s.app.store, query).await?;
+    Ok(Json(EventPage {
+        events: rows.iter().map(EventSummary::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// One page for `query` (its `limit` as asked) and the cursor of the next page (`None` on
+/// the last): one more row is read to know whether there is a next page. The CLI on the
+/// store directly pages with this too.
+pub async fn page(
+    store: &hookgate_store::SharedStore,
+    mut query: hookgate_store::EventQuery,
+) -> Result<(Vec<hookgate_store::InboxRecord>, Option<String>), hookgate_store::StoreError> {
     let limit = query.limit as usize;
     query.limit += 1;
-    let mut rows = s.app.store.page_events(&query).await?;
+    let mut rows = store.page_events(&query).await?;
     let next_cursor = if rows.len() > limit {
         rows.truncate(limit);
         rows.last().map(|last| {
@@ -63,10 +77,7 @@ pub async fn list(
     } else {
         None
     };
-    Ok(Json(EventPage {
-        events: rows.iter().map(EventSummary::from).collect(),
-        next_cursor,
-    }))
+    Ok((rows, next_cursor))
 }
 
 /// One event with its attempts and deliveries.

@@ -120,7 +120,7 @@ pub fn encode_cursor(key: &PageKey) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }
 
-fn decode_cursor(cursor: &str) -> Result<PageKey, ApiError> {
+pub fn decode_cursor(cursor: &str) -> Result<PageKey, ApiError> {
     let bad = || ApiError::bad_request("malformed cursor: pass next_cursor as it was given");
     if cursor.len() > 256 {
         return Err(bad());
