@@ -13,6 +13,7 @@ mod crash;
 mod delivery;
 mod hostile;
 mod ignored_redelivery;
+mod jobs;
 mod keys;
 mod outbound;
 mod pipeline;
