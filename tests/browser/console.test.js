@@ -13,6 +13,7 @@
 //   CONSOLE_TARGET       the inbox id of an IGNORED event of that endpoint, to replay
 //   CONSOLE_DESTINATION  the endpoint's destination, to re-deliver to
 //   CONSOLE_JOB_ENDPOINT another endpoint, whose IGNORED events a bulk job replays
+//   CONSOLE_BULK_ENDPOINT an endpoint with many IGNORED events, for a slow job to pause
 //   CONSOLE_SCREENSHOT   where to write the screenshot of the events list (PNG)
 //   CHROMIUM             the browser (default /usr/bin/chromium)
 'use strict';
@@ -41,6 +42,7 @@ async function main(out) {
   const screenshot = env('CONSOLE_SCREENSHOT');
   const destination = env('CONSOLE_DESTINATION');
   const jobEndpoint = env('CONSOLE_JOB_ENDPOINT');
+  const bulkEndpoint = env('CONSOLE_BULK_ENDPOINT');
   const origin = new URL(url).origin;
 
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'hookgate-console-chromium-'));
@@ -56,7 +58,7 @@ async function main(out) {
     timeout: STEP_TIMEOUT,
   });
   try {
-    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, jobEndpoint, origin });
+    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, jobEndpoint, bulkEndpoint, origin });
   } finally {
     await context.close();
     fs.rmSync(profile, { recursive: true, force: true });
@@ -230,6 +232,38 @@ async function drive(context, out, t) {
     progress_value: tr.querySelector('progress').value,
     progress_max: tr.querySelector('progress').max,
   }));
+
+  out.step = 'a slow bulk job: pause it, resume it, see it done';
+  await page.click('#nav a[data-view="events"]');
+  await page.locator('#view-events').waitFor({ state: 'visible' });
+  await page.selectOption('#f-status', 'ignored');
+  await page.fill('#f-endpoint_id', t.bulkEndpoint);
+  const bulkList = page.waitForResponse((r) => r.url().includes('endpoint_id=' + t.bulkEndpoint));
+  await page.click('#apply-filters');
+  await bulkList;
+  await page.waitForFunction(() => /matching the filter/.test(document.querySelector('#events-summary').textContent));
+  out.bulk_filtered = await rows(page);
+  await page.click('#job-from-filter');
+  await page.locator('#view-jobs').waitFor({ state: 'visible' });
+  await page.selectOption('#job-action', 'replay');
+  const bulkCreated = page.waitForResponse((r) => r.url().endsWith('/api/v1/jobs') && r.request().method() === 'POST');
+  await page.click('#job-create');
+  const bulkId = (await (await bulkCreated).json()).id;
+  const control = (op) => '#jobs-table tr[data-job="' + bulkId + '"] button[data-op="' + op + '"]';
+  const jobState = (want) => page.waitForFunction(([id, w]) => {
+    const tr = document.querySelector('#jobs-table tr[data-job="' + id + '"]');
+    return tr && tr.querySelector('.job-state').textContent === w;
+  }, [bulkId, want]);
+  const jobRow = () => page.$eval('#jobs-table tr[data-job="' + bulkId + '"]', (tr) => ({
+    state: tr.querySelector('.job-state').textContent,
+    counts: tr.querySelector('.job-counts').textContent,
+  }));
+  await page.click(control('pause'));
+  await jobState('paused');
+  out.bulk_paused = await jobRow();
+  await page.click(control('resume'));
+  await jobState('done');
+  out.bulk_done = await jobRow();
 
   out.step = 'the rejection log';
   await page.click('#nav a[data-view="rejections"]');

@@ -23,6 +23,8 @@ const VIEWER_TOKEN: &str = "hg_console_viewer_9e2d7c4b1a0f3e6d5c8b7a6f4e3d2c1b";
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// The whole browser session (launch included) ends within this, or the test fails.
 const BROWSER_DEADLINE: Duration = Duration::from_secs(240);
+/// Ignored events of the `bulk` endpoint, replayed by a job the page pauses and resumes.
+const BULK: usize = 20;
 const WAIT: Duration = Duration::from_secs(30);
 
 fn repo_root() -> PathBuf {
@@ -219,14 +221,35 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
             &[SW_SECRET],
             endpoint_extra,
         ))
+        .endpoints(&endpoint_toml(
+            "bulk",
+            "standard_webhooks",
+            &[SW_SECRET],
+            endpoint_extra,
+        ))
+        // Slow bulk jobs (one event per batch, two a second), so the page can pause one.
+        .section("[jobs]\nrate_per_second = 2\nbatch_size = 1")
         .write()
         .await;
     let gateway = files.serve(None);
     let addr = gateway.addr();
     let admin = gateway.admin.expect("admin listener");
 
-    // Three processed invoices and two ignored events on `shop` (one whose type is markup, to
+    // First (so the oldest), twenty ignored events on `bulk` for a bulk job to replay; then
+    // three processed invoices and two ignored events on `shop` (one whose type is markup, to
     // show that the page renders it as text), one of each on `crm`.
+    let mut bulk = BTreeSet::new();
+    for n in 0..BULK {
+        let (id, answer) = send(
+            addr,
+            "bulk",
+            &format!("msg_bulk_{n}"),
+            &sw_body("user.deleted", "b"),
+        )
+        .await;
+        assert_eq!(answer, "ignored");
+        bulk.insert(id);
+    }
     let mut processed = Vec::new();
     for n in 0..3 {
         let (id, answer) = send(
@@ -263,7 +286,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         let store = store.clone();
         async move {
             let events = store.list_events(&Default::default()).await.unwrap();
-            events.len() == 7 && events.iter().all(|e| e.status != InboxStatus::Received)
+            events.len() == 7 + BULK && events.iter().all(|e| e.status != InboxStatus::Received)
         }
     })
     .await;
@@ -346,6 +369,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         ("CONSOLE_TARGET", target.clone()),
         ("CONSOLE_DESTINATION", "recv".to_owned()),
         ("CONSOLE_JOB_ENDPOINT", "crm".to_owned()),
+        ("CONSOLE_BULK_ENDPOINT", "bulk".to_owned()),
         ("CONSOLE_SCREENSHOT", screenshot.display().to_string()),
         ("CHROMIUM", CHROMIUM.to_owned()),
     ];
@@ -395,6 +419,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     ]
     .concat()
     .into_iter()
+    .chain(bulk.iter().cloned())
     .collect();
     assert_eq!(ids(&report["listed"]), all);
     assert_eq!(report["injected_elements"], 0);
@@ -406,10 +431,14 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         .unwrap();
     assert_eq!(listed_markup["event_type"], markup_type);
 
-    // Three at a time: 3 + 3 + 1, each event once, newest first across pages.
+    // Three at a time, each event once, newest first across pages.
     let pages = report["pages"].as_array().unwrap();
     let sizes: Vec<usize> = pages.iter().map(|p| p.as_array().unwrap().len()).collect();
-    assert_eq!(sizes, [3, 3, 1], "{pages:#?}");
+    let expected: Vec<usize> = (0..all.len())
+        .step_by(3)
+        .map(|i| (all.len() - i).min(3))
+        .collect();
+    assert_eq!(sizes, expected, "{pages:#?}");
     let paged: Vec<String> = pages
         .iter()
         .flat_map(|p| p.as_array().unwrap().iter())
@@ -487,6 +516,27 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert_eq!(job["counts"], "1 / 1 (0 failed)", "{job:#}");
     assert_eq!(job["progress_value"], job["progress_max"], "{job:#}");
 
+    // The paused job: paused part-way, resumed, done with every event once.
+    assert_eq!(ids(&report["bulk_filtered"]), bulk);
+    let paused = &report["bulk_paused"];
+    assert_eq!(paused["state"], "paused", "{paused:#}");
+    let done_at_pause: usize = paused["counts"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(done_at_pause < BULK, "{paused:#}");
+    let resumed = &report["bulk_done"];
+    assert_eq!(resumed["state"], "done", "{resumed:#}");
+    assert_eq!(
+        resumed["counts"],
+        format!("{BULK} / {BULK} (0 failed)"),
+        "{resumed:#}"
+    );
+
     // The rejection log: the forged request, its cause, header names without their values.
     let rejections = report["rejections"].as_array().unwrap();
     assert_eq!(rejections.len(), 1, "{rejections:#?}");
@@ -513,7 +563,11 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     // Live: the answers counted by `/metrics` (4 accepted, 3 ignored) and a latency.
     let live = &report["live"];
     assert_eq!(live["outcomes"]["accepted"], "4", "{live:#}");
-    assert_eq!(live["outcomes"]["ignored"], "3", "{live:#}");
+    assert_eq!(
+        live["outcomes"]["ignored"],
+        (3 + BULK).to_string(),
+        "{live:#}"
+    );
     for q in ["ack_p50", "ack_p99"] {
         let shown = live[q].as_str().unwrap();
         assert!(
@@ -535,6 +589,14 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     );
     let by_job = store.get_event(&crm_ignored).await.unwrap().unwrap();
     assert_eq!(by_job.status, InboxStatus::Processed, "the job replayed it");
+    for id in &bulk {
+        let row = store.get_event(id).await.unwrap().unwrap();
+        assert_eq!(
+            row.status,
+            InboxStatus::Processed,
+            "the paused job finished"
+        );
+    }
     let audit = store.audit_log(100).await.unwrap();
     let has = |actor: &str, action: &str, result: &str| {
         audit.iter().any(|a| {
@@ -559,6 +621,14 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
             .any(|a| a.actor == "oncall" && a.action == "job.create" && a.result == "ok"),
         "{audit:#?}"
     );
+    for action in ["job.pause", "job.resume"] {
+        assert!(
+            audit
+                .iter()
+                .any(|a| a.actor == "oncall" && a.action == action && a.result == "ok"),
+            "{action}: {audit:#?}"
+        );
+    }
 
     // The page's audit view shows the same entries the store holds.
     let shown = report["audit"].as_array().unwrap();
