@@ -1311,3 +1311,101 @@ async fn migration_11_adds_jobs_and_rejections_to_a_version_10_database() {
     assert!(none.is_empty());
     store.close().await;
 }
+
+/// The operator API's pages are index scans on an inbox of 50,000 rows: newest first from
+/// `inbox_received_page` (no sort of the table), after a cursor, and the id lookups from
+/// their own indexes; and a page through the store reads the rows it returns.
+#[tokio::test]
+async fn event_pages_use_indexes_on_a_big_inbox() {
+    use hookgate_store::{EventQuery, PageKey};
+    let (db, store) = fresh(PostgresOptions::default()).await;
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, object_id, \
+                 received_at, payload, payload_key_version, payload_digest, \
+                 matched_secret_version, status) \
+             SELECT 'row_' || lpad(n::text, 6, '0'), 'stripe', 'ep' || (n % 4), 'evt_' || n, \
+                 'obj_' || (n % 5000), n, decode(repeat('ab', 2048), 'hex'), 1, '\\x00', 'v1', \
+                 'PROCESSED' \
+             FROM generate_series(1, 50000) AS n; \
+             ANALYZE inbox;",
+        )
+        .await
+        .unwrap();
+    let columns = "inbox_id, received_at, status";
+    for (statement, index) in [
+        (
+            format!(
+                "SELECT {columns} FROM inbox ORDER BY received_at DESC, inbox_id DESC LIMIT 51"
+            ),
+            "inbox_received_page",
+        ),
+        (
+            format!(
+                "SELECT {columns} FROM inbox WHERE (received_at < 30000 OR (received_at = 30000 \
+                 AND inbox_id < 'row_030000')) ORDER BY received_at DESC, inbox_id DESC LIMIT 51"
+            ),
+            "inbox_received_page",
+        ),
+        (
+            format!(
+                "SELECT {columns} FROM inbox WHERE endpoint_id = 'ep1' AND status = 'PROCESSED' \
+                 ORDER BY received_at DESC, inbox_id DESC LIMIT 51"
+            ),
+            "inbox_",
+        ),
+        (
+            format!(
+                "SELECT {columns} FROM inbox WHERE object_id = 'obj_7' \
+                 ORDER BY received_at DESC, inbox_id DESC LIMIT 51"
+            ),
+            "inbox_object",
+        ),
+        (
+            format!(
+                "SELECT {columns} FROM inbox WHERE provider_event_id = 'evt_77' \
+                 ORDER BY received_at DESC, inbox_id DESC LIMIT 51"
+            ),
+            "inbox_provider_event",
+        ),
+    ] {
+        let plan = explain(&client, &statement).await;
+        assert!(plan.contains(index), "{statement}\n{plan}");
+        assert!(!plan.contains("Seq Scan on inbox"), "{statement}\n{plan}");
+    }
+    // Through the store: the newest page, the page after it, a lookup.
+    let first = store
+        .page_events(&EventQuery {
+            limit: 50,
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 50);
+    assert_eq!(first[0].inbox_id, "row_050000");
+    assert!(first.iter().all(|r| r.payload.is_none()));
+    let last = first.last().unwrap();
+    let second = store
+        .page_events(&EventQuery {
+            limit: 50,
+            after: Some(PageKey {
+                received_at_ms: last.received_at_ms,
+                inbox_id: last.inbox_id.clone(),
+            }),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(second[0].inbox_id, "row_049950");
+    let object = store
+        .page_events(&EventQuery {
+            limit: 50,
+            object_id: Some("obj_7".into()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(object.len(), 10);
+    store.close().await;
+}

@@ -81,7 +81,7 @@ const PAGE: u32 = 500;
 
 /// Where a command works, opened.
 enum Conn {
-    Store(Config, SharedStore),
+    Store(Box<Config>, SharedStore),
     Api(ApiClient),
 }
 
@@ -91,7 +91,7 @@ impl Conn {
             (Some(url), _) => Ok(Conn::Api(ApiClient::new(url)?)),
             (None, Some(path)) => {
                 let (config, store) = open(path).await?;
-                Ok(Conn::Store(config, store))
+                Ok(Conn::Store(Box::new(config), store))
             }
             (None, None) => anyhow::bail!("give --config or --url"),
         }

@@ -47,7 +47,11 @@ struct Receiver {
 
 impl Receiver {
     async fn start() -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    async fn start_on(addr: SocketAddr) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let keys = Arc::new(Mutex::new(Vec::new()));
         let seen = keys.clone();
@@ -927,4 +931,151 @@ async fn events_cli_over_the_api_and_the_store_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn events_cli_over_the_api_and_the_store_on_postgres() {
     events_cli(Backend::Postgres).await;
+}
+
+/// Retry of a FAILED delivery over the API, then the refusals once the payload is purged
+/// (`hookgate events purge`): retry, replay, re-delivery and the payload are 409
+/// `payload_purged`, and audited so.
+async fn retry_and_purged_payloads(backend: Backend) {
+    let receiver = Receiver::start().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down_addr = closed.local_addr().unwrap();
+    let down_url = format!("http://{down_addr}/hook");
+    drop(closed);
+    let files = TestGateway::builder()
+        .backend(backend)
+        .admin_settings(&tokens())
+        .workers(1)
+        .worker_settings("poll_interval_ms = 20")
+        .relay_settings("poll_interval_ms = 20")
+        .destinations(&format!(
+            "[[destinations]]\nid = \"recv\"\nkind = \"http\"\nurl = \"http://{}/hook\"\n\
+             timeout_ms = 2000\nallow_private_network = true\n\
+             [[destinations]]\nid = \"down\"\nkind = \"http\"\nurl = {}\n\
+             timeout_ms = 2000\nallow_private_network = true\n\
+             retry = {{ base_ms = 20, cap_ms = 50, max_attempts = 1 }}\n",
+            receiver.addr,
+            q(&down_url)
+        ))
+        .endpoints(&endpoint_toml(
+            "sw",
+            "standard_webhooks",
+            &[SW_SECRET],
+            "destinations = [\"recv\", \"down\"]",
+        ))
+        .write()
+        .await;
+    let gw = files.serve(None);
+    let api = Api::new(gw.admin.unwrap()).await;
+    let id = post_event(gw.addr(), "msg_r1", "invoice.paid", "o1").await;
+    let failed_delivery = || async {
+        let e = api.event(&id).await;
+        let down = e["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["destination"] == "down")
+            .cloned();
+        down.filter(|d| d["status"] == "FAILED")
+    };
+    wait_for("the delivery to down FAILED", WAIT, failed_delivery).await;
+    assert_eq!(
+        api.ids("destination=down&delivery_status=failed").await,
+        vec![id.clone()]
+    );
+    assert_eq!(
+        api.ids("destination=recv&delivery_status=failed").await,
+        Vec::<String>::new()
+    );
+    // The destination is back: a retry delivers the FAILED delivery (and only it).
+    let back = Receiver::start_on(down_addr).await;
+    let (status, done) = api
+        .post("/api/v1/events/{id}/retry", &id, OPERATE, None)
+        .await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        (done["deliveries"].as_u64(), done["status"].as_str()),
+        (Some(1), Some("PROCESSED"))
+    );
+    assert_eq!(wait_keys(&back, 1).await, vec![id.clone()]);
+    wait_until("the retried delivery DELIVERED", WAIT, || async {
+        api.ids("destination=down&delivery_status=delivered").await == vec![id.clone()]
+    })
+    .await;
+    assert_eq!(
+        receiver.keys(),
+        vec![id.clone()],
+        "recv was not sent it again"
+    );
+
+    // Purge the payload, then everything that needs it is refused.
+    let config = files.config_path.clone();
+    let purge_id = id.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(binary())
+            .args(["events", "purge", &purge_id, "--config"])
+            .arg(&config)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (template, body) in [
+        ("/api/v1/events/{id}/retry", None),
+        ("/api/v1/events/{id}/replay", None),
+        (
+            "/api/v1/events/{id}/replay",
+            Some(json!({ "destination": "recv" })),
+        ),
+    ] {
+        let (status, refused) = api.post(template, &id, OPERATE, body).await;
+        assert_eq!(
+            (status, refused["error"].as_str()),
+            (409, Some("payload_purged")),
+            "{template}"
+        );
+    }
+    let (status, refused) = api
+        .get(
+            "/api/v1/events/{id}/payload",
+            &format!("/api/v1/events/{id}/payload"),
+            Some(DECRYPT),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (409, Some("payload_purged"))
+    );
+    assert_eq!(api.event(&id).await["payload_stored"], false);
+    let audit = api.audit().await;
+    for action in ["retry", "replay", "redeliver", "decrypt"] {
+        assert!(
+            audit
+                .iter()
+                .any(|a| a["action"] == action && a["result"] == "payload_purged"),
+            "{action}: {audit:#?}"
+        );
+    }
+    assert!(
+        audit
+            .iter()
+            .any(|a| a["action"] == "retry" && a["result"] == "ok")
+    );
+    assert!(audit.iter().any(|a| a["action"] == "events.purge"));
+    gw.terminate();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_and_purged_payloads_on_sqlite() {
+    retry_and_purged_payloads(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_and_purged_payloads_on_postgres() {
+    retry_and_purged_payloads(Backend::Postgres).await;
 }

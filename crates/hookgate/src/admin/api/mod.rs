@@ -30,6 +30,9 @@ use self::error::ApiError;
 use crate::config::admin::Scope;
 use crate::state::AppState;
 
+/// Longest `target` an audit entry of a refused request keeps (it comes from the path).
+const MAX_AUDIT_TARGET_CHARS: usize = 128;
+
 /// What every handler of the API sees.
 #[derive(Clone)]
 pub struct ApiState {
@@ -122,7 +125,9 @@ impl ApiState {
                 Some(format!("this token has no {:?} scope", scope.as_str())),
             ),
         };
-        let mut audit = Audit::new(name.as_deref().unwrap_or("-"), action, target);
+        // The target comes from the request's path: bounded before it is stored.
+        let target: String = target.chars().take(MAX_AUDIT_TARGET_CHARS).collect();
+        let mut audit = Audit::new(name.as_deref().unwrap_or("-"), action, &target);
         audit.entry.result = "denied".into();
         audit = audit.detail(serde_json::json!({ "scope": scope.as_str() }));
         if let Err(e) = self.record(audit).await {
