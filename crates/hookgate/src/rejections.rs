@@ -12,7 +12,8 @@
 //!
 //! A background task ([`flusher`]) drains the ring about once a second into the
 //! `rejections` table with the per-minute counts of every rejection (sampled or not), and
-//! trims the table to `[rejections] retention_hours` and `max_entries`.
+//! trims the table to `[rejections] retention_hours` and `max_entries` (at its first flush,
+//! then every minute).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -111,7 +112,7 @@ impl Sampler {
             .pending
             .entry((minute, endpoint.to_owned(), cause))
             .or_insert(0) += 1;
-        n <= KEEP_ALL_PER_MINUTE || (n - KEEP_ALL_PER_MINUTE) % KEEP_ONE_IN == 0
+        n <= KEEP_ALL_PER_MINUTE || (n - KEEP_ALL_PER_MINUTE).is_multiple_of(KEEP_ONE_IN)
     }
 }
 
@@ -257,16 +258,17 @@ pub async fn flusher(state: Arc<AppState>, mut stop: watch::Receiver<bool>) {
     else {
         return;
     };
-    let mut last_trim = tokio::time::Instant::now();
+    // The first flush trims too: a restart bounds a table that grew past its limits.
+    let mut last_trim: Option<tokio::time::Instant> = None;
     loop {
         let stopping = tokio::select! {
             _ = tokio::time::sleep(FLUSH_INTERVAL) => false,
             _ = stop.changed() => true,
         };
         flush(&state, &mut rx).await;
-        if last_trim.elapsed() >= TRIM_INTERVAL {
+        if last_trim.is_none_or(|t| t.elapsed() >= TRIM_INTERVAL) {
             trim(&state).await;
-            last_trim = tokio::time::Instant::now();
+            last_trim = Some(tokio::time::Instant::now());
         }
         if stopping || *stop.borrow() {
             return;

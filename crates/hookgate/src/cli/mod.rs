@@ -2,7 +2,8 @@
 //! `config check`, `send` (one signed request), `providers list` / `show` / `docs` (the
 //! built-in packs), `bench` and `bench-seed` (the load generator and the retention
 //! benchmark's backlog, with the default-on `bench` feature), `events list` / `show` /
-//! `retry` / `purge` (operator inspection, retry and deletion on request) and `keys status`
+//! `retry` / `purge` (operator inspection, retry and deletion on request), `jobs` (bulk jobs
+//! over the operator API) and `keys status`
 //! (stored payloads per payload key version).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
@@ -12,6 +13,7 @@ pub mod bench;
 pub mod bench_seed;
 pub mod events;
 pub mod events_api;
+pub mod jobs;
 pub mod keys;
 pub mod providers;
 pub mod providers_test;
@@ -77,6 +79,11 @@ pub enum Command {
         #[command(subcommand)]
         command: events::EventsCommand,
     },
+    /// Bulk retry / replay / redeliver jobs, through the operator API.
+    Jobs {
+        #[command(subcommand)]
+        command: jobs::JobsCommand,
+    },
     /// Payload key rotation: stored payloads per key version.
     Keys {
         #[command(subcommand)]
@@ -129,6 +136,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::BenchSeed(args) => bench_seed::run_blocking(args),
         Command::Worker { config, dev } => run_gateway(config, Roles::WORKER, dev),
         Command::Events { command } => events::run(command),
+        Command::Jobs { command } => jobs::run(command),
         Command::Keys { command } => keys::run(command),
         Command::Providers { command } => providers::run(command),
     }

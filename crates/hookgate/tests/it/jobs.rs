@@ -401,10 +401,73 @@ async fn bulk_job_survives_kill_9(backend: Backend) {
         created_entry["filter"].to_string().contains("PROCESSED"),
         "{created_entry}"
     );
+
+    // The CLI: create over the API, follow it with a progress bar, refuse a finished one.
+    wait_until("the cancelled job's replays processed", WAIT, || async {
+        api.ids("processed").await.len() == EVENTS
+    })
+    .await;
+    let url = format!("http://{}", p.admin.unwrap());
+    let out = cli(&[
+        "jobs",
+        "create",
+        "--url",
+        &url,
+        "--action",
+        "replay",
+        "--status",
+        "processed",
+        "--endpoint",
+        "sw",
+    ])
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cli_job = created["id"].as_str().unwrap().to_owned();
+    let out = cli(&[
+        "jobs",
+        "show",
+        "--url",
+        &url,
+        &cli_job,
+        "--watch",
+        "--interval-ms",
+        "100",
+    ])
+    .await;
+    assert!(out.status.success(), "{out:?}");
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["state"], "done", "--watch returns once the job ended");
+    assert_eq!(progress(&shown), (Some(EVENTS as u64), EVENTS as u64, 0));
+    assert_eq!(
+        shown["filter"],
+        json!({"status": "processed", "endpoint_id": "sw"})
+    );
+    let out = cli(&["jobs", "pause", "--url", &url, &cli_job]).await;
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_state"));
+    let out = cli(&["jobs", "list", "--url", &url, "--limit", "1"]).await;
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed["jobs"][0]["id"], cli_job.as_str());
+
     store.close().await;
     tokio::task::spawn_blocking(move || p.terminate())
         .await
         .unwrap();
+}
+
+/// Runs `hookgate <args>` with the operate token in `HOOKGATE_ADMIN_TOKEN`.
+async fn cli(args: &[&str]) -> std::process::Output {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(binary())
+            .args(&args)
+            .env("HOOKGATE_ADMIN_TOKEN", OPERATE)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -20,6 +20,7 @@ mod pipeline;
 mod postgres;
 mod processing;
 mod providers;
+mod rejections;
 mod retention;
 mod roles;
 mod secrets;
