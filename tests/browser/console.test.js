@@ -13,6 +13,7 @@
 //   CONSOLE_TARGET       the inbox id of an IGNORED event of that endpoint, to replay
 //   CONSOLE_DESTINATION  the endpoint's destination, to re-deliver to
 //   CONSOLE_JOB_ENDPOINT another endpoint, whose IGNORED events a bulk job replays
+//   CONSOLE_FAILED_DELIVERY the inbox id of an event whose delivery FAILED (once)
 //   CONSOLE_BULK_ENDPOINT an endpoint with many IGNORED events, for a slow job to pause
 //   CONSOLE_SCREENSHOT   where to write the screenshot of the events list (PNG)
 //   CHROMIUM             the browser (default /usr/bin/chromium)
@@ -43,6 +44,7 @@ async function main(out) {
   const destination = env('CONSOLE_DESTINATION');
   const jobEndpoint = env('CONSOLE_JOB_ENDPOINT');
   const bulkEndpoint = env('CONSOLE_BULK_ENDPOINT');
+  const failedDelivery = env('CONSOLE_FAILED_DELIVERY');
   const origin = new URL(url).origin;
 
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'hookgate-console-chromium-'));
@@ -58,7 +60,7 @@ async function main(out) {
     timeout: STEP_TIMEOUT,
   });
   try {
-    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, jobEndpoint, bulkEndpoint, origin });
+    await drive(context, out, { url, token, readToken, badToken, endpoint, target, screenshot, destination, jobEndpoint, bulkEndpoint, failedDelivery, origin });
   } finally {
     await context.close();
     fs.rmSync(profile, { recursive: true, force: true });
@@ -192,6 +194,21 @@ async function drive(context, out, t) {
     [t.target],
   );
   out.deliveries_after_redeliver = await deliveries(page);
+
+  out.step = 'retry a FAILED delivery';
+  await page.goto(t.url + '#/events/' + encodeURIComponent(t.failedDelivery));
+  await page.locator('#view-event').waitFor({ state: 'visible' });
+  await waitText(page, '#event-id', t.failedDelivery);
+  await page.waitForFunction(() => document.querySelector('#event-deliveries tbody').textContent.includes('FAILED'));
+  out.retry_before = await deliveries(page);
+  out.retry_enabled = await page.isEnabled('#retry-event');
+  await page.click('#retry-event');
+  await page.waitForFunction(() => document.querySelector('#event-deliveries tbody').textContent.includes('DELIVERED')
+    && /Status stays PROCESSED/.test(document.querySelector('#operation-result').textContent));
+  out.retry_after = await deliveries(page);
+  await page.goto(t.url + '#/events/' + encodeURIComponent(t.target));
+  await page.locator('#view-event').waitFor({ state: 'visible' });
+  await waitText(page, '#event-id', t.target);
 
   out.step = 'the list shows it processed';
   await page.click('#back-to-events');

@@ -55,21 +55,30 @@ fn browser_prerequisites() -> PathBuf {
     browser_dir
 }
 
-/// The endpoints' HTTP destination on a real socket: answers 200 to each request and keeps
-/// its `Idempotency-Key`.
-async fn receiver() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+/// What the destinations' receiver got: (path, `Idempotency-Key`) per request.
+type Received = Arc<Mutex<Vec<(String, String)>>>;
+
+/// The endpoints' HTTP destinations on one real socket: `/hook` answers 200; `/flaky` answers
+/// 400 (a permanent failure) to its first request and 200 after. Keeps each request's path
+/// and `Idempotency-Key`.
+async fn receiver() -> (std::net::SocketAddr, Received) {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let keys = Arc::new(Mutex::new(Vec::new()));
-    let seen = keys.clone();
+    let received: Received = Arc::default();
+    let seen = received.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let seen = seen.clone();
             tokio::spawn(async move {
                 let mut reader = tokio::io::BufReader::new(stream);
                 loop {
-                    let (mut key, mut length, mut line) = (String::new(), 0usize, String::new());
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let path = line.split(' ').nth(1).unwrap_or("").to_owned();
+                    let (mut key, mut length) = (String::new(), 0usize);
                     loop {
                         line.clear();
                         if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
@@ -92,16 +101,24 @@ async fn receiver() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
                     if reader.read_exact(&mut body).await.is_err() {
                         return;
                     }
-                    seen.lock().unwrap().push(key);
-                    let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
-                    if reader.get_mut().write_all(ok).await.is_err() {
+                    let answer: &[u8] = {
+                        let mut seen = seen.lock().unwrap();
+                        let first_flaky = path == "/flaky" && !seen.iter().any(|(p, _)| *p == path);
+                        seen.push((path, key));
+                        if first_flaky {
+                            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n"
+                        } else {
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+                        }
+                    };
+                    if reader.get_mut().write_all(answer).await.is_err() {
                         return;
                     }
                 }
             });
         }
     });
-    (addr, keys)
+    (addr, received)
 }
 
 fn sw_body(kind: &str, marker: &str) -> Vec<u8> {
@@ -194,13 +211,16 @@ fn ids(rows: &serde_json::Value) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_event() {
     let browser_dir = browser_prerequisites();
-    let (receiver, received_keys) = receiver().await;
+    let (receiver, received) = receiver().await;
     let endpoint_extra = "allowed_event_types = [\"invoice.*\"]\ndestinations = [\"recv\"]";
+    let crm_extra = "allowed_event_types = [\"invoice.*\"]\ndestinations = [\"flaky\"]";
     let files = TestGateway::builder()
         .worker_settings("poll_interval_ms = 20")
         .relay_settings("poll_interval_ms = 20")
         .destinations(&format!(
             "[[destinations]]\nid = \"recv\"\nkind = \"http\"\nurl = \"http://{receiver}/hook\"\n\
+             timeout_ms = 2000\nallow_private_network = true\n\
+             [[destinations]]\nid = \"flaky\"\nkind = \"http\"\nurl = \"http://{receiver}/flaky\"\n\
              timeout_ms = 2000\nallow_private_network = true\n"
         ))
         .admin_settings(&format!(
@@ -219,7 +239,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
             "crm",
             "standard_webhooks",
             &[SW_SECRET],
-            endpoint_extra,
+            crm_extra,
         ))
         .endpoints(&endpoint_toml(
             "bulk",
@@ -288,6 +308,22 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
             let events = store.list_events(&Default::default()).await.unwrap();
             events.len() == 7 + BULK && events.iter().all(|e| e.status != InboxStatus::Received)
         }
+    })
+    .await;
+
+    // `crm`'s invoice went to `flaky`, whose first answer is a permanent failure.
+    wait_until("the crm invoice's delivery FAILED", WAIT, || async {
+        let r = send_raw_async(
+            admin,
+            build_request(
+                "GET",
+                &format!("/api/v1/events/{crm_paid}"),
+                &[("Authorization".into(), format!("Bearer {ONCALL_TOKEN}"))],
+                b"",
+            ),
+        )
+        .await;
+        r.status == 200 && r.json()["deliveries"][0]["status"] == "FAILED"
     })
     .await;
 
@@ -370,6 +406,7 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
         ("CONSOLE_DESTINATION", "recv".to_owned()),
         ("CONSOLE_JOB_ENDPOINT", "crm".to_owned()),
         ("CONSOLE_BULK_ENDPOINT", "bulk".to_owned()),
+        ("CONSOLE_FAILED_DELIVERY", crm_paid.clone()),
         ("CONSOLE_SCREENSHOT", screenshot.display().to_string()),
         ("CHROMIUM", CHROMIUM.to_owned()),
     ];
@@ -494,9 +531,24 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert_eq!(again["status"], "DELIVERED", "{again:#}");
     let fresh = again["idempotency_key"].as_str().unwrap().to_owned();
     assert_ne!(fresh, target);
-    let keys = received_keys.lock().unwrap().clone();
-    assert_eq!(keys.iter().filter(|k| **k == target).count(), 1, "{keys:?}");
-    assert_eq!(keys.iter().filter(|k| **k == fresh).count(), 1, "{keys:?}");
+    let received = received.lock().unwrap().clone();
+    let to = |path: &str, key: &str| {
+        received
+            .iter()
+            .filter(|(p, k)| p == path && k == key)
+            .count()
+    };
+    assert_eq!(to("/hook", &target), 1, "{received:?}");
+    assert_eq!(to("/hook", &fresh), 1, "{received:?}");
+
+    // The FAILED delivery, retried from the page: FAILED, then DELIVERED on the second try.
+    assert_eq!(report["retry_enabled"], true);
+    let before = delivery("retry_before");
+    assert_eq!(before["destination"], "flaky", "{before:#}");
+    assert_eq!(before["status"], "FAILED", "{before:#}");
+    let after = delivery("retry_after");
+    assert_eq!(after["status"], "DELIVERED", "{after:#}");
+    assert_eq!(to("/flaky", &crm_paid), 2, "{received:?}");
 
     // The bulk job: created from the page's filter (IGNORED on `crm`), followed to `done`.
     assert_eq!(
@@ -605,6 +657,13 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     };
     assert!(has("oncall", "replay", "ok"), "{audit:#?}");
     assert!(has("oncall", "redeliver", "ok"), "{audit:#?}");
+    assert!(
+        audit.iter().any(|a| a.actor == "oncall"
+            && a.action == "retry"
+            && a.target == crm_paid
+            && a.result == "ok"),
+        "{audit:#?}"
+    );
     assert!(has("oncall", "decrypt", "ok"), "{audit:#?}");
     assert!(
         has("viewer", "replay", "denied"),
