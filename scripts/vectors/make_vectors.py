@@ -85,6 +85,8 @@ def encode(encoding, tag):
         return base64.b64encode(tag).decode()
     if encoding == "base64url":
         return base64.urlsafe_b64encode(tag).decode().rstrip("=")
+    if encoding == "base64_hex":
+        return base64.b64encode(tag.hex().encode()).decode()
     fail(f"unknown encoding {encoding!r}")
 
 
@@ -115,7 +117,7 @@ def header_of(headers, name):
     return None
 
 
-def signed_bytes(template, body, headers, ts_text, event_id, url, options):
+def signed_bytes(template, body, headers, ts_text, event_id, url, options, items=None):
     """The signed bytes: the template's literal text with its placeholders filled in."""
     out = b""
     for literal, placeholder in re.findall(r"([^{]*)(?:\{([^}]*)\})?", template):
@@ -136,6 +138,8 @@ def signed_bytes(template, body, headers, ts_text, event_id, url, options):
             out += header_of(headers, placeholder[7:]).encode()
         elif placeholder.startswith("option:"):
             out += options[placeholder[7:]].encode()
+        elif placeholder.startswith("signature:"):
+            out += (items or {})[placeholder[10:]].encode()
         else:
             fail(f"cannot sign the placeholder {{{placeholder}}}")
     return out
@@ -187,17 +191,19 @@ def token_request(pack, recipe, secret, event_id):
             headers[location[7:]] = event_id
             break
     headers.update(recipe.get("headers", {}))
-    if sig.get("headers"):
+    # a token in the header the endpoint names (`header_option`): the recipe's config names it
+    name = recipe.get("config", {})[sig["header_option"]] if sig.get("header_option") else (sig.get("headers") or [None])[0]
+    if name:
         form = sig.get("token_form", "plain")
         if form == "bearer":
             secret = "Bearer " + secret
         elif form == "basic":
             secret = "Basic " + base64.b64encode(secret.encode()).decode()
-        headers[sig["headers"][0]] = secret
+        headers[name] = secret
     return headers
 
 
-def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
+def sign_request(pack, recipe, secret, body, event_id, ts, url, options, items=None):
     """Headers of a request signed with `secret` at `ts`: HMAC over the template, or for
     `rsa_sha256_certificate` packs RSA with the private key the recipe pairs with `secret`."""
     sig = pack["signature"]
@@ -221,7 +227,7 @@ def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
             headers[location[7:]] = event_id
             break
     headers.update(recipe.get("headers", {}))
-    message = signed_bytes(template, body, headers, ts_text, event_id, url or "", options)
+    message = signed_bytes(template, body, headers, ts_text, event_id, url or "", options, items)
     if pack["scheme"] == "rsa_sha256_certificate":
         key_file = recipe["signing_key_files"][recipe["secrets"].index(secret)]
         digest = rsa_pkcs1_sha256((ROOT / key_file).read_text(), message)
@@ -234,11 +240,11 @@ def sign_request(pack, recipe, secret, body, event_id, ts, url, options):
         value = (fmt["plain"].get("prefix") or "") + value
     elif "key_value" in fmt:
         kv = fmt["key_value"]
-        items = []
+        items_out = [k + kv["kv_separator"] + v for k, v in (items or {}).items()]
         if kv.get("timestamp_key"):
-            items.append(kv["timestamp_key"] + kv["kv_separator"] + ts_text)
-        items.append(kv["signature_keys"][0] + kv["kv_separator"] + value)
-        value = kv["pair_separator"].join(items)
+            items_out.append(kv["timestamp_key"] + kv["kv_separator"] + ts_text)
+        items_out.append(kv["signature_keys"][0] + kv["kv_separator"] + value)
+        value = kv["pair_separator"].join(items_out)
     elif "versioned_list" in fmt:
         vl = fmt["versioned_list"]
         value = vl["versions"][0] + vl["version_separator"] + value
@@ -301,7 +307,10 @@ def signed_object_pointers(pack, doc):
 
 
 def signature_headers_present(pack, v):
-    return [h for h in v["headers"] if h.lower() in [n.lower() for n in pack["signature"].get("headers", [])]]
+    names = list(pack["signature"].get("headers", []))
+    if pack["signature"].get("header_option"):
+        names.append(v.get("config", {})[pack["signature"]["header_option"]])
+    return [h for h in v["headers"] if h.lower() in [n.lower() for n in names]]
 
 
 def timestamp_of(pack, v):
@@ -500,7 +509,9 @@ def signed_vectors(pack, recipe):
         if event_id is None and pack["event_id"].get("fallback") == "body_digest":
             # the engine's fallback id: sha256: + the hex SHA-256 of the verified body
             event_id = "sha256:" + hashlib.sha256(body).hexdigest()
-        headers = sign_request(pack, recipe, signer, body, event_id or "", ts, sample.get("url", recipe.get("url")), recipe.get("config", {}))
+        # `{signature:<key>}` items (a nonce in the signature header): per request or recipe
+        items = sample.get("signature_items", recipe.get("signature_items"))
+        headers = sign_request(pack, recipe, signer, body, event_id or "", ts, sample.get("url", recipe.get("url")), recipe.get("config", {}), items)
         v = {
             "name": f"{pack['id']}/generated/{sample['name']}",
             "provider": pack["id"],

@@ -48,6 +48,7 @@ pub const JOBS_FINISHED: &str = "hookgate_jobs_finished_total";
 pub const REJECTIONS: &str = "hookgate_rejections_total";
 pub const REJECTIONS_DROPPED: &str = "hookgate_rejections_dropped_total";
 pub const REJECTION_FLUSH_FAILURES: &str = "hookgate_rejection_flush_failures_total";
+pub const ADMIN_API_AUDITED: &str = "hookgate_admin_api_audited_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -518,6 +519,14 @@ pub fn rejections_dropped(n: u64) {
 pub fn rejection_flush_failed(error: &hookgate_store::StoreError, entries: usize) {
     counter!(REJECTION_FLUSH_FAILURES).increment(1);
     tracing::warn!(error = %error, entries, "rejection log: flush failed");
+}
+
+/// An operator API request written to the audit log: `action` (`decrypt`, `replay`, …, or a
+/// refused read's `events.list`) and `result` (`ok`, `denied`, or a refusal's code) — a
+/// rising `denied` count is someone trying tokens.
+pub fn api_audited(action: &str, result: &str) {
+    counter!(ADMIN_API_AUDITED, "action" => action.to_owned(), "result" => result.to_owned())
+        .increment(1);
 }
 
 #[cfg(test)]

@@ -269,7 +269,9 @@ impl Pack {
                 }
             }
         }
-        Ok(EndpointOptions(options.clone()))
+        let checked = EndpointOptions(options.clone());
+        super::header_option::check(self.token_source, &checked)?;
+        Ok(checked)
     }
 
     /// Checks an endpoint's `public_url` for this pack (required when the pack signs the URL).

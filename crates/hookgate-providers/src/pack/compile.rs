@@ -249,6 +249,7 @@ impl PackSpec {
                 ("hex", Encoding::Hex),
                 ("base64", Encoding::Base64),
                 ("base64url", Encoding::Base64Url),
+                ("base64_hex", Encoding::Base64Hex),
                 ("text", Encoding::Text),
             ],
         )?;
@@ -292,6 +293,7 @@ impl PackSpec {
             (None, false) => Vec::new(),
         };
         let option_rules = option_rules(paths, self)?;
+        super::key_value::check_signature_items(paths, &parts, &format)?;
         for part in &parts {
             if let Part::Option(name) = part
                 && !option_rules.iter().any(|o| o.name == *name && o.required)

@@ -90,6 +90,7 @@ impl Encoding {
             Encoding::Hex => "hex",
             Encoding::Base64 => "base64",
             Encoding::Base64Url => "base64url",
+            Encoding::Base64Hex => "base64 of the lower-case hex",
             Encoding::Text => "text",
         }
     }
@@ -338,6 +339,7 @@ impl Pack {
                 kv_separator,
                 signature_keys,
                 timestamp_key,
+                group_separator,
                 ..
             } => {
                 let keys: Vec<String> = signature_keys.iter().map(|k| format!("`{k}`")).collect();
@@ -348,6 +350,12 @@ impl Pack {
                 );
                 if let Some(t) = timestamp_key {
                     let _ = write!(text, "; the timestamp is item `{t}`");
+                }
+                if let Some(g) = group_separator {
+                    let _ = write!(
+                        text,
+                        "; whole sets separated by `{g}` (one per secret), each set's signatures                          candidates when its timestamp is the first set's"
+                    );
                 }
                 text
             }
@@ -418,6 +426,14 @@ impl Pack {
             }
             (TokenSource::BodyJson(pointer), _) => format!("body {pointer}: the token itself"),
             (TokenSource::BodyForm(name), _) => format!("form field {name}: the token itself"),
+            (TokenSource::HeaderOption(option), form) => format!(
+                "the header named by the endpoint option {option}: {}",
+                match form {
+                    TokenForm::Plain => "the token itself",
+                    TokenForm::Bearer => "`Bearer <token>`",
+                    TokenForm::Basic => "`Basic base64(user:password)`",
+                }
+            ),
             (TokenSource::Header, TokenForm::Plain) => header_text,
             (TokenSource::Header, TokenForm::Bearer) => format!(
                 "header {}: `Bearer <token>`",
@@ -502,6 +518,9 @@ impl Pack {
                     let _ = write!(out, "{{option:{o}}}");
                 }
                 Part::BodyCrc32 => out.push_str("{body_crc32}"),
+                Part::SignatureItem(k) => {
+                    let _ = write!(out, "{{signature:{k}}}");
+                }
             }
         }
         out

@@ -147,35 +147,20 @@ impl Pack {
                 signature_keys,
                 timestamp_key,
                 skip_undecodable,
+                group_separator,
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
                         .ok_or(bad(MissingSignature))?;
-                let mut timestamp = None;
-                let mut out = Vec::new();
-                for (count, item) in text.split(pair_separator).enumerate() {
-                    if count >= MAX_SIGNATURE_ENTRIES {
-                        return Err(bad(MalformedSignature));
-                    }
-                    let (key, value) = item
-                        .split_once(kv_separator)
-                        .ok_or(bad(MalformedSignature))?;
-                    if Some(key) == *timestamp_key {
-                        if timestamp.replace(value).is_some() {
-                            return Err(bad(MalformedSignature));
-                        }
-                    } else if signature_keys.contains(&key) {
-                        match self.tag(value) {
-                            Ok(tag) => out.push(tag),
-                            Err(_) if *skip_undecodable => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-                if timestamp_key.is_some() && timestamp.is_none() {
-                    return Err(bad(MalformedSignature));
-                }
-                Ok((out, timestamp.map(str::to_owned)))
+                let format = super::key_value::KeyValueFormat {
+                    pair_separator,
+                    kv_separator,
+                    signature_keys,
+                    timestamp_key: *timestamp_key,
+                    skip_undecodable: *skip_undecodable,
+                    group_separator: *group_separator,
+                };
+                self.parse_key_value(text, &format)
             }
             SignatureFormat::TimestampThenSignatures { separator } => {
                 let text =
@@ -288,7 +273,7 @@ impl Pack {
                     .id
                     .map(str::as_bytes)
                     .ok_or(bad(BadRequestReason::MissingId)),
-                Part::Header(_) => header_values
+                Part::Header(_) | Part::SignatureItem(_) => header_values
                     .next()
                     .map(|v| v.as_bytes())
                     .ok_or(bad(BadRequestReason::MissingSignature)),
@@ -350,6 +335,8 @@ impl Pack {
             (Vec::new(), None)
         } else if let Some(tokens) = self.token_from_query(ctx)? {
             (tokens, None)
+        } else if let Some(tokens) = self.token_from_option_header(ctx)? {
+            (tokens, None)
         } else {
             self.parse_signatures(headers)?
         };
@@ -396,14 +383,7 @@ impl Pack {
                 .filter(|id| !id.is_empty())
                 .ok_or(bad(MissingSignature))?;
         }
-        let mut template_values = Vec::new();
-        for part in &self.template {
-            if let Part::Header(name) = part {
-                let value = signed_header(headers, name, MalformedSignature)?
-                    .ok_or(bad(MissingSignature))?;
-                template_values.push(value.to_owned());
-            }
-        }
+        let template_values = self.template_values(headers)?;
         let header_event_type = match first_header(&self.event_type) {
             Some(name) => info_header(headers, &[name])?,
             None => None,

@@ -30,6 +30,7 @@ pub(crate) fn token_settings(
             ("signature.query_param", sig.query_param.is_some()),
             ("signature.body_field", sig.body_field.is_some()),
             ("signature.token_form", sig.token_form.is_some()),
+            ("signature.header_option", sig.header_option.is_some()),
         ] {
             if set {
                 return Err(paths.err(field, "only for the shared_token scheme"));
@@ -39,14 +40,17 @@ pub(crate) fn token_settings(
     }
     let places = usize::from(!sig.headers.is_empty())
         + usize::from(sig.query_param.is_some())
-        + usize::from(sig.body_field.is_some());
+        + usize::from(sig.body_field.is_some())
+        + usize::from(sig.header_option.is_some());
     if places != 1 {
         return Err(paths.err(
             "signature.headers",
-            "name exactly one place for the token: headers, query_param or body_field",
+            "name exactly one place for the token: headers, query_param, body_field or header_option",
         ));
     }
-    let source = if let Some(name) = &sig.query_param {
+    let source = if let Some(source) = super::header_option::source(paths, spec)? {
+        source
+    } else if let Some(name) = &sig.query_param {
         if name.is_empty() {
             return Err(paths.err("signature.query_param", "must not be empty"));
         }
@@ -70,7 +74,7 @@ pub(crate) fn token_settings(
     if source != TokenSource::Header && sig.format.is_some() {
         return Err(paths.err(
             "signature.format",
-            "only for tokens in a header (query_param and body_field hold the bare token)",
+            "only for tokens in a named header (query_param, body_field and header_option hold the bare token or its token_form)",
         ));
     }
     let form = match &sig.token_form {
@@ -87,10 +91,12 @@ pub(crate) fn token_settings(
             ],
         )?,
     };
-    if form != TokenForm::Plain && source != TokenSource::Header {
+    if form != TokenForm::Plain
+        && !matches!(source, TokenSource::Header | TokenSource::HeaderOption(_))
+    {
         return Err(paths.err(
             "signature.token_form",
-            "bearer and basic credentials are read from a header (Authorization)",
+            "bearer and basic credentials are read from a header (Authorization, or the one header_option names)",
         ));
     }
     Ok((source, form))

@@ -13,7 +13,7 @@
 //!
 //! Deserialised with `deny_unknown_fields` into [`PackSpec`], then [`PackSpec::compile`]d into a
 //! [`Pack`]; errors name the field path (`packs.linear.signature.encoding: unknown
-//! encoding "hexx" (expected hex, base64, base64url, text)`).
+//! encoding "hexx" (expected hex, base64, base64url, base64_hex, text)`).
 //!
 //! - `id` (the vector file's name), `display_name`, `evidence` (`docs` | `sdk` |
 //!   `experimental`), `sources` (https URLs), `notes`, `vectors` (how many known-answer
@@ -42,7 +42,8 @@
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
 //!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
 //!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
-//!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`;
+//!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`,
+//!   `{signature:key}` (an item of a `key_value` header);
 //!   parsed once at compile time), and `format`, one of
 //!   - `{"plain": {"prefix": "sha256=", "prefix_optional": false, "repeated_header": false,
 //!     "each_header": false}}`: the value is one signature; with `repeated_header` every
@@ -118,7 +119,9 @@ mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
+mod header_option;
 mod jwt;
+mod key_value;
 mod page;
 mod primitives;
 mod provider_page;
@@ -321,6 +324,8 @@ pub(crate) enum Encoding {
     Hex,
     Base64,
     Base64Url,
+    /// Base64 of the lower-case hex text of the tag (Solidgate).
+    Base64Hex,
     /// The header text itself (shared tokens).
     Text,
 }
@@ -364,6 +369,8 @@ pub(crate) enum Part {
     Option(&'static str),
     /// The CRC-32 of the body as an unsigned decimal (PayPal).
     BodyCrc32,
+    /// An item of the `key_value` signature header that is not the signature (NMI's nonce).
+    SignatureItem(&'static str),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,6 +388,8 @@ pub(crate) enum SignatureFormat {
         signature_keys: Vec<&'static str>,
         timestamp_key: Option<&'static str>,
         skip_undecodable: bool,
+        /// Whole `key=value` sets separated by this (one per secret: Persona's rotation).
+        group_separator: Option<&'static str>,
     },
     /// `<ts><sep><sig>[<sep><sig>…]`.
     TimestampThenSignatures { separator: &'static str },
@@ -492,6 +501,8 @@ pub(crate) enum TokenSource {
     BodyJson(&'static str),
     /// A field of a form body.
     BodyForm(&'static str),
+    /// The header named by this endpoint option (`signature.header_option`).
+    HeaderOption(&'static str),
 }
 
 /// How a shared token is written where it is found.

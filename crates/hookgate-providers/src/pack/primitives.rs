@@ -73,6 +73,10 @@ impl Encoding {
             Encoding::Hex => common::decode_lower_hex(text),
             Encoding::Base64 => STANDARD.decode(text).ok(),
             Encoding::Base64Url => BASE64URL_LENIENT.decode(text).ok(),
+            Encoding::Base64Hex => STANDARD
+                .decode(text)
+                .ok()
+                .and_then(|hex| common::decode_lower_hex(std::str::from_utf8(&hex).ok()?)),
             Encoding::Text => Some(text.as_bytes().to_vec()),
         }
     }
@@ -82,6 +86,7 @@ impl Encoding {
             Encoding::Hex => common::encode_lower_hex(bytes),
             Encoding::Base64 => STANDARD.encode(bytes),
             Encoding::Base64Url => URL_SAFE.encode(bytes),
+            Encoding::Base64Hex => STANDARD.encode(common::encode_lower_hex(bytes)),
             Encoding::Text => String::from_utf8_lossy(bytes).into_owned(),
         }
     }
@@ -307,4 +312,21 @@ impl SigningKey {
 pub(crate) enum Signer<'a> {
     Shared(&'a SecretMaterial),
     Private(&'a SigningKey),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_hex_is_base64_of_the_lower_case_hex_text() {
+        let tag = [0xab_u8, 0x01, 0xff];
+        let text = Encoding::Base64Hex.encode(&tag);
+        assert_eq!(text, STANDARD.encode("ab01ff"));
+        assert_eq!(Encoding::Base64Hex.decode(&text), Some(tag.to_vec()));
+        // upper-case hex, raw base64 of the tag and bare hex are not this encoding
+        assert_eq!(Encoding::Base64Hex.decode(&STANDARD.encode("AB01FF")), None);
+        assert_eq!(Encoding::Base64Hex.decode(&STANDARD.encode(tag)), None);
+        assert_eq!(Encoding::Base64Hex.decode("ab01ff"), None);
+    }
 }

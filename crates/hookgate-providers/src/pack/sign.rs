@@ -141,6 +141,10 @@ impl Pack {
             .as_ref()
             .map(|rule| Self::format_time(rule.format, request.timestamp));
         let type_header = first_header(&self.event_type);
+        // `{signature:<key>}` items get a nonce derived from the event id
+        let item_value = |key: &str| {
+            sha256_hex(format!("{key}:{}", request.event_id).as_bytes())[..16].to_owned()
+        };
         let header_values: Vec<String> = self
             .template
             .iter()
@@ -149,6 +153,15 @@ impl Pack {
                     Some(request.event_type.unwrap_or_default().to_owned())
                 }
                 Part::Header(_) => Some(request.event_id.to_owned()),
+                Part::SignatureItem(key) => Some(item_value(key)),
+                _ => None,
+            })
+            .collect();
+        let items: Vec<(&str, String)> = self
+            .template
+            .iter()
+            .filter_map(|p| match p {
+                Part::SignatureItem(key) => Some((*key, item_value(key))),
                 _ => None,
             })
             .collect();
@@ -270,13 +283,13 @@ impl Pack {
         for (part, value) in self
             .template
             .iter()
-            .filter_map(|p| match p {
-                Part::Header(h) => Some(*h),
-                _ => None,
-            })
+            .filter(|p| matches!(p, Part::Header(_) | Part::SignatureItem(_)))
             .zip(&header_values)
         {
-            if Some(part) != type_header && !headers.iter().any(|(n, _)| n == part) {
+            if let Part::Header(part) = *part
+                && Some(part) != type_header
+                && !headers.iter().any(|(n, _)| n == part)
+            {
                 common::push_header(&mut headers, part, value);
             }
         }
@@ -288,9 +301,30 @@ impl Pack {
         {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
-        if let (Some(encoded), Some(name)) = (signature, self.signature_header_names.first()) {
-            let value = self.signature_value(&encoded, timestamp.as_deref());
-            common::push_header(&mut headers, name, &value);
+        let signature_header = match self.token_source {
+            super::TokenSource::HeaderOption(option) => {
+                super::header_option::header(options, option)
+            }
+            _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
+        };
+        if let (Some(encoded), Some(name)) = (signature, signature_header) {
+            let mut value = self.signature_value(&encoded, timestamp.as_deref());
+            if let SignatureFormat::KeyValue {
+                pair_separator,
+                kv_separator,
+                ..
+            } = &self.format
+            {
+                for (key, item) in &items {
+                    value = format!("{key}{kv_separator}{item}{pair_separator}{value}");
+                }
+            }
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_str(&value),
+            ) {
+                headers.push((name, value));
+            }
         }
         SignedDelivery { headers, body, url }
     }

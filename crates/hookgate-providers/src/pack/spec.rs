@@ -185,10 +185,11 @@ pub struct SignatureSpec {
     /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512` (HMAC schemes only).
     #[serde(default)]
     pub algorithm: Option<String>,
-    /// `hex` (lower case), `hex_any_case`, `base64`, `base64url` or `text` (shared tokens).
+    /// `hex` (lower case), `base64`, `base64url`, `base64_hex` (base64 of the lower-case hex
+    /// text: Solidgate) or `text` (shared tokens).
     pub encoding: String,
     /// The signed-bytes template: literal text and `{body}` (or `{body_crc32}`), `{ts}`,
-    /// `{id}`, `{header:Name}`, `{url}`, `{option:name}`.
+    /// `{id}`, `{header:Name}`, `{url}`, `{option:name}`, `{signature:key}` (a `key_value` item).
     #[serde(default)]
     pub signed: Option<String>,
     /// `url_params_hmac`: a header whose `algorithm=` item selects the HMAC (Twilio's
@@ -224,6 +225,10 @@ pub struct SignatureSpec {
     /// (instead of a header).
     #[serde(default)]
     pub body_field: Option<String>,
+    /// `shared_token`: the endpoint option (required, text) naming the header that carries
+    /// the token, for senders that let the team choose it (instead of `headers`).
+    #[serde(default)]
+    pub header_option: Option<String>,
     /// `shared_token`: how the token is written — `plain` (default), `bearer`
     /// (`Authorization: Bearer <token>`) or `basic` (`Authorization: Basic
     /// base64(user:password)`, compared with the secret `user:password`).
@@ -315,6 +320,11 @@ pub struct KeyValueFormatSpec {
     /// A signature item that does not decode is skipped instead of refusing the request.
     #[serde(default)]
     pub skip_undecodable: bool,
+    /// The header holds whole sets of items separated by this (one set per active secret,
+    /// each with its own timestamp item); every set's signatures are candidates at the first
+    /// set's time.
+    #[serde(default)]
+    pub group_separator: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -150,11 +150,14 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                     _ => match (name.strip_prefix("header:"), name.strip_prefix("option:")) {
                         (Some(h), _) => Part::Header(header_name(paths, field, h)?),
                         (_, Some(o)) if !o.is_empty() => Part::Option(keep(o)),
+                        _ if name.len() > 10 && name.starts_with("signature:") => {
+                            Part::SignatureItem(keep(&name[10..]))
+                        }
                         _ => {
                             return Err(paths.err(
                                 field,
                                 format!(
-                                    "unknown placeholder {{{name}}} (expected body, body_crc32, ts, id, url, header:Name, option:name)"
+                                    "unknown placeholder {{{name}}} (expected body, body_crc32, ts, id, url, header:Name, option:name, signature:key)"
                                 ),
                             ));
                         }
@@ -235,6 +238,11 @@ pub(crate) fn signature_format(
                 signature_keys: kv.signature_keys.iter().map(|k| keep(k)).collect(),
                 timestamp_key: kv.timestamp_key.as_deref().map(keep),
                 skip_undecodable: kv.skip_undecodable,
+                group_separator: kv
+                    .group_separator
+                    .as_deref()
+                    .map(|s| non_empty(paths, &f("group_separator"), s))
+                    .transpose()?,
             }
         }
         SignatureFormatSpec::TimestampThenSignatures(t) => {

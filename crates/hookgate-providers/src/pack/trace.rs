@@ -308,6 +308,19 @@ impl Pack {
             TokenSource::Query(name) => format!("token in query parameter {name}"),
             TokenSource::BodyJson(p) => format!("token read from the body at {p}"),
             TokenSource::BodyForm(f) => format!("token read from form field {f}"),
+            TokenSource::HeaderOption(option) => {
+                match super::header_option::header(ctx.options, option) {
+                    Some(name) => format!(
+                        "token in header {name} (named by option {option}); {}",
+                        if ctx.headers.contains_key(name.as_str()) {
+                            "present"
+                        } else {
+                            "absent"
+                        }
+                    ),
+                    None => format!("token header not configured (option {option})"),
+                }
+            }
             TokenSource::Header if self.scheme == Scheme::FieldsHmac && present.is_empty() => {
                 "signature read from the signed objects in the body".to_owned()
             }

@@ -145,6 +145,8 @@ fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
         .iter()
         .chain(pack.signature_headers())
         .map(|n| n.to_ascii_lowercase())
+        // a token header the endpoint names (`header_option`)
+        .chain(pack.signature_headers_for(&crate::support::options(pack)))
         .collect();
     names.sort();
     names.dedup();

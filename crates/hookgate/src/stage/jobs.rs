@@ -286,25 +286,6 @@ impl Jobs {
             }
         }
     }
-
-    /// Runs every runnable job to its end (tests call this instead of the stage loop).
-    pub async fn run_until_idle(&self, owner: &str) -> Result<(), hookgate_store::StoreError> {
-        let (_tx, mut stop) = watch::channel(false);
-        while let Some(mut current) = self.take(owner).await? {
-            loop {
-                match self.batch(&mut current, &mut stop).await {
-                    Outcome::Progress => {}
-                    Outcome::Released => break,
-                    Outcome::StoreFailed => {
-                        return Err(hookgate_store::StoreError::Unavailable(
-                            "a job batch failed".into(),
-                        ));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 impl StageLoop for Jobs {

@@ -627,6 +627,21 @@ async fn operator_api(backend: Backend) {
             assert!(a.get(field).is_some(), "{field} missing in {a}");
         }
     }
+    let metrics = reqwest::get(format!("{}/metrics", api.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let counted = |action: &str, result: &str| {
+        metrics.lines().any(|l| {
+            l.starts_with("hookgate_admin_api_audited_total{")
+                && l.contains(&format!("action=\"{action}\""))
+                && l.contains(&format!("result=\"{result}\""))
+        })
+    };
+    assert!(counted("decrypt", "ok"), "{metrics}");
+    assert!(counted("events.list", "denied"), "{metrics}");
     let logs = gw.terminate();
     for secret in [
         READ,
@@ -1078,4 +1093,97 @@ async fn retry_and_purged_payloads_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retry_and_purged_payloads_on_postgres() {
     retry_and_purged_payloads(Backend::Postgres).await;
+}
+
+/// The real binary refuses to start with a non-loopback admin listener and no token (the
+/// error names `admin.tokens`), and with tokens but no TLS there (`admin.tls`).
+#[tokio::test]
+async fn a_public_admin_listener_needs_tokens_and_tls() {
+    let with_tokens = tokens();
+    for (extra, key) in [("", "admin.tokens"), (with_tokens.as_str(), "admin.tls")] {
+        let files = TestGateway::builder()
+            .admin_settings(extra)
+            .workers(0)
+            .write()
+            .await;
+        let text = std::fs::read_to_string(&files.config_path).unwrap();
+        let public = text.replacen(
+            "[admin]\nlisten = \"127.0.0.1:0\"",
+            "[admin]\nlisten = \"0.0.0.0:0\"",
+            1,
+        );
+        assert_ne!(public, text);
+        std::fs::write(&files.config_path, public).unwrap();
+        let mut gw = BinaryGateway::launch(BinaryRole::Serve, &files.config_path, None);
+        let status = gw.wait_exit();
+        let logs = gw.take_logs();
+        assert!(!status.success(), "{logs}");
+        assert!(logs.contains(&format!("config error at `{key}`")), "{logs}");
+    }
+}
+
+/// Tokens are read again on SIGHUP: a token removed from the file is refused at once, a new
+/// one works, and a token whose source cannot be read fails the reload (the running tokens
+/// stay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_replaced_on_reload() {
+    let files = TestGateway::builder()
+        .admin_settings(
+            "[[admin.tokens]]\nname = \"old\"\nscopes = [\"read\"]\nvalue = \"old-token-0123456789abcdef\"\n",
+        )
+        .workers(0)
+        .write()
+        .await;
+    let gw = files.serve(None);
+    let api = Api::new(gw.admin.unwrap()).await;
+    let list = "/api/v1/events";
+    assert_eq!(
+        api.get(list, list, Some("old-token-0123456789abcdef"))
+            .await
+            .0,
+        200
+    );
+    let text = std::fs::read_to_string(&files.config_path).unwrap();
+    let swapped = text.replace(
+        "name = \"old\"\nscopes = [\"read\"]\nvalue = \"old-token-0123456789abcdef\"",
+        "name = \"new\"\nscopes = [\"read\"]\nvalue = \"new-token-0123456789abcdef\"",
+    );
+    assert_ne!(swapped, text);
+    std::fs::write(&files.config_path, &swapped).unwrap();
+    gw.signal("-HUP");
+    wait_until("the new token is accepted", WAIT, || async {
+        api.get(list, list, Some("new-token-0123456789abcdef"))
+            .await
+            .0
+            == 200
+    })
+    .await;
+    assert_eq!(
+        api.get(list, list, Some("old-token-0123456789abcdef"))
+            .await
+            .0,
+        401
+    );
+    // A token from an environment variable that is not set: the reload fails, "new" stays.
+    let broken = swapped.replace(
+        "value = \"new-token-0123456789abcdef\"",
+        "value = \"env:HOOKGATE_TEST_SURELY_UNSET_TOKEN\"",
+    );
+    std::fs::write(&files.config_path, broken).unwrap();
+    gw.signal("-HUP");
+    let admin = gw.admin.unwrap();
+    wait_until("the failed reload is reported", WAIT, || async move {
+        let r = reqwest::get(format!("http://{admin}/readyz"))
+            .await
+            .unwrap();
+        r.text().await.unwrap().contains("config_reload_failed")
+    })
+    .await;
+    assert_eq!(
+        api.get(list, list, Some("new-token-0123456789abcdef"))
+            .await
+            .0,
+        200
+    );
+    gw.terminate();
 }

@@ -479,3 +479,172 @@ async fn bulk_job_survives_kill_9_on_sqlite() {
 async fn bulk_job_survives_kill_9_on_postgres() {
     bulk_job_survives_kill_9(Backend::Postgres).await;
 }
+
+/// An HTTP destination on a real socket that records each request's `Idempotency-Key`.
+struct Receiver {
+    addr: SocketAddr,
+    keys: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let keys = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = keys.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut reader = tokio::io::BufReader::new(stream);
+                    loop {
+                        let (mut key, mut length, mut any) = (String::new(), 0usize, false);
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).await.unwrap_or(0) > 0 {
+                            any = true;
+                            let l = line.trim_end().to_ascii_lowercase();
+                            line.clear();
+                            if l.is_empty() {
+                                break;
+                            }
+                            if let Some(v) = l.strip_prefix("content-length:") {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                            if let Some(v) = l.strip_prefix("idempotency-key:") {
+                                key = v.trim().to_owned();
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        if !any || reader.read_exact(&mut body).await.is_err() {
+                            return;
+                        }
+                        seen.lock().unwrap().push(key);
+                        let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        if reader.get_mut().write_all(ok).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Receiver { addr, keys }
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.keys.lock().unwrap().clone()
+    }
+}
+
+/// A redeliver job sends each processed event to the destination again: once with the same
+/// `Idempotency-Key` (the inbox id), once with a fresh key per event; events not processed
+/// are counted as failed.
+async fn redeliver_job(backend: Backend) {
+    let receiver = Receiver::start().await;
+    let files = gateway(backend)
+        .relay_settings("poll_interval_ms = 20")
+        .destinations(&format!(
+            "[[destinations]]\nid = \"recv\"\nkind = \"http\"\nurl = \"http://{}/hook\"\n\
+             timeout_ms = 2000\nallow_private_network = true\n",
+            receiver.addr
+        ))
+        .endpoints(&endpoint_toml(
+            "ep2",
+            "standard_webhooks",
+            &[SW_SECRET],
+            "destinations = [\"recv\"]\nallowed_event_types = [\"invoice.*\"]",
+        ))
+        .write()
+        .await;
+    let p = files.serve(None);
+    let api = Api::new(p.admin.unwrap()).await;
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let body = format!(r#"{{"type":"invoice.paid","data":{{"id":"r{i}"}}}}"#);
+        let r = post_signed(
+            p.addr(),
+            "ep2",
+            "standard_webhooks",
+            SW_SECRET,
+            &format!("r_{i}"),
+            unix_now(),
+            body.as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        ids.push(r.json()["id"].as_str().unwrap().to_owned());
+    }
+    // One ignored event on the same endpoint: never processed, so never delivered.
+    let ignored = post_signed(
+        p.addr(),
+        "ep2",
+        "standard_webhooks",
+        SW_SECRET,
+        "r_ign",
+        unix_now(),
+        br#"{"type":"user.deleted","data":{}}"#,
+    )
+    .await;
+    assert_eq!(ignored.json()["status"], "ignored");
+    wait_until("six deliveries", WAIT, || async {
+        receiver.keys().len() == 6
+    })
+    .await;
+
+    let (status, created) = api
+        .create(
+            json!({"action": "redeliver", "filter": {"endpoint_id": "ep2"}, "destination": "recv"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let same = created["id"].as_str().unwrap().to_owned();
+    let job = api.wait_job(&same, "done", |j| j["state"] == "done").await;
+    assert_eq!(
+        progress(&job),
+        (Some(7), 6, 1),
+        "the IGNORED event cannot be re-delivered"
+    );
+    wait_until("twelve deliveries", WAIT, || async {
+        receiver.keys().len() == 12
+    })
+    .await;
+    let keys = receiver.keys();
+    let mut again: Vec<String> = keys[6..].to_vec();
+    again.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(again, expected, "the same Idempotency-Key: the inbox id");
+
+    let (status, created) = api
+        .create(json!({"action": "redeliver", "filter": {"endpoint_id": "ep2", "status": "processed"}, "destination": "recv", "fresh_key": true}))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let fresh = created["id"].as_str().unwrap().to_owned();
+    let job = api.wait_job(&fresh, "done", |j| j["state"] == "done").await;
+    assert_eq!(progress(&job), (Some(6), 6, 0));
+    assert_eq!(job["fresh_key"], true);
+    wait_until("eighteen deliveries", WAIT, || async {
+        receiver.keys().len() == 18
+    })
+    .await;
+    let fresh_keys: std::collections::HashSet<String> =
+        receiver.keys()[12..].iter().cloned().collect();
+    assert_eq!(fresh_keys.len(), 6, "one new key per event");
+    assert!(
+        fresh_keys.iter().all(|k| !ids.contains(k)),
+        "new keys, not the inbox ids"
+    );
+    tokio::task::spawn_blocking(move || p.terminate())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redeliver_job_on_sqlite() {
+    redeliver_job(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redeliver_job_on_postgres() {
+    redeliver_job(Backend::Postgres).await;
+}

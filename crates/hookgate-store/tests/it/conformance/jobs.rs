@@ -296,7 +296,8 @@ fn entry(at: i64, endpoint: &str, cause: &str) -> RejectionEntry {
 }
 
 pub async fn rejections_page_filter_count_and_trim(store: Arc<dyn Store>) {
-    let minute = 1_700_000_040_000 - 1_700_000_040_000 % 60_000;
+    // The start of a minute (unix ms).
+    let minute = 1_700_000_040_000;
     store
         .record_rejections(
             vec![

@@ -94,7 +94,7 @@ pub async fn ignored_row_redelivered_when_allowed_goes_back_to_work(store: Arc<d
     );
     assert_eq!(
         leased[0].payload.as_deref(),
-        Some(format!("sealed:evt_rv").as_bytes()),
+        Some(b"sealed:evt_rv".as_slice()),
         "the first copy's payload is processed"
     );
     let outcome = store

@@ -141,14 +141,20 @@ impl ApiState {
         let mut entry = audit.entry;
         entry.audit_id = uuid::Uuid::now_v7().to_string();
         entry.at_ms = self.app.clock.now_ms();
-        self.app.store.record_audit(entry).await.map_err(|e| {
-            tracing::warn!(error = %e, "operator API: audit write failed");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                Some("the audit log could not be written".into()),
-            )
-        })
+        let (action, result) = (entry.action.clone(), entry.result.clone());
+        self.app
+            .store
+            .record_audit(entry)
+            .await
+            .map(|()| crate::telemetry::api_audited(&action, &result))
+            .map_err(|e| {
+                tracing::warn!(error = %e, "operator API: audit write failed");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    Some("the audit log could not be written".into()),
+                )
+            })
     }
 
     /// Audits an operation the store (or the request) refused, with the error's code as

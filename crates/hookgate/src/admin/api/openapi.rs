@@ -64,3 +64,44 @@ pub fn spec() -> utoipa::openapi::OpenApi {
 pub async fn document() -> Json<utoipa::openapi::OpenApi> {
     Json(spec())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_document_is_openapi_3_1_with_every_route_and_the_bearer_scheme() {
+        let doc = serde_json::to_value(super::spec()).unwrap();
+        assert!(
+            doc["openapi"].as_str().unwrap().starts_with("3.1"),
+            "{}",
+            doc["openapi"]
+        );
+        for (path, method) in [
+            ("/api/v1/events", "get"),
+            ("/api/v1/events/{id}", "get"),
+            ("/api/v1/events/{id}/payload", "get"),
+            ("/api/v1/events/{id}/retry", "post"),
+            ("/api/v1/events/{id}/replay", "post"),
+            ("/api/v1/audit", "get"),
+        ] {
+            let op = &doc["paths"][path][method];
+            assert!(op.is_object(), "{method} {path}");
+            assert!(
+                op["responses"]["401"].is_object(),
+                "{method} {path} documents 401"
+            );
+        }
+        assert_eq!(
+            doc["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+        for schema in [
+            "EventPage",
+            "EventDetail",
+            "ErrorBody",
+            "AuditPage",
+            "Payload",
+        ] {
+            assert!(doc["components"]["schemas"][schema].is_object(), "{schema}");
+        }
+    }
+}
