@@ -5,7 +5,10 @@ use std::fmt::Write;
 use std::path::Path;
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("packs");
+    // Read at run time, not with `env!`: a build script compiled in one checkout and reused
+    // from a moved or copied target/ must list the packs of the checkout being built.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest_dir).join("packs");
     println!("cargo::rerun-if-changed={}", dir.display());
     let mut ids: Vec<String> = std::fs::read_dir(&dir)
         .expect("packs/ is readable")

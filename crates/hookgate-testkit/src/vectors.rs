@@ -12,9 +12,15 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use serde_json::Value;
 
-/// The repository's `testdata/vectors`.
+/// The repository's `testdata/vectors`, found from the crate under test (`cargo test` sets
+/// `CARGO_MANIFEST_DIR` for the test process; every crate lives in `crates/<name>`): not from
+/// where this crate was compiled, so a target/ reused from another checkout still reads the
+/// vectors of the checkout being tested.
 pub fn dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/vectors");
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let dir = crate_dir.join("../../testdata/vectors");
     assert!(
         dir.is_dir(),
         "provider vectors not found at {} (they live in the repository's testdata/vectors); \
