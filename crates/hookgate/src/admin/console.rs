@@ -34,6 +34,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/console.js"),
     },
     Asset {
+        name: "dom.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("console/dom.js"),
+    },
+    Asset {
+        name: "metrics.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_str!("console/metrics.js"),
+    },
+    Asset {
         name: "console.css",
         content_type: "text/css; charset=utf-8",
         body: include_str!("console/console.css"),
@@ -111,11 +121,21 @@ mod tests {
 
     #[test]
     fn the_page_loads_only_its_own_assets_and_has_no_inline_script() {
+        let main = ASSETS.iter().find(|a| a.name == "console.js").unwrap().body;
         for a in ASSETS {
             assert!(
-                PAGE.contains(&format!("/console/assets/{}", a.name)),
-                "{} is not referenced by the page",
+                PAGE.contains(&format!("/console/assets/{}", a.name))
+                    || main.contains(&format!("from './{}'", a.name)),
+                "{} is not referenced by the page or imported by console.js",
                 a.name
+            );
+        }
+        // Every module console.js imports is an asset served here.
+        for (i, _) in main.match_indices("from './") {
+            let name = &main[i + 8..i + 8 + main[i + 8..].find('\'').unwrap()];
+            assert!(
+                ASSETS.iter().any(|a| a.name == name),
+                "{name} is not served"
             );
         }
         // Every <script> has a src (CSP forbids inline code; this keeps the page honest).
@@ -143,8 +163,13 @@ mod tests {
     }
 
     #[test]
-    fn the_script_never_writes_markup_from_data() {
-        let js = ASSETS.iter().find(|a| a.name == "console.js").unwrap().body;
+    fn the_scripts_never_write_markup_from_data() {
+        for js in ASSETS.iter().filter(|a| a.name.ends_with(".js")) {
+            check_script(js.name, js.body);
+        }
+    }
+
+    fn check_script(name: &str, js: &str) {
         for forbidden in [
             "innerHTML",
             "outerHTML",
@@ -156,7 +181,7 @@ mod tests {
             "sessionStorage",
             "document.cookie",
         ] {
-            assert!(!js.contains(forbidden), "console.js uses {forbidden}");
+            assert!(!js.contains(forbidden), "{name} uses {forbidden}");
         }
     }
 }

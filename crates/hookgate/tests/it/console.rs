@@ -377,9 +377,21 @@ async fn console_in_chromium_signs_in_filters_opens_decrypts_and_replays_an_even
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
     assert!(page.header("set-cookie").is_none());
-    for asset in ["console.js", "console.css"] {
+    for (asset, media) in [
+        ("console.js", "text/javascript"),
+        ("dom.js", "text/javascript"),
+        ("metrics.js", "text/javascript"),
+        ("console.css", "text/css"),
+        ("favicon.svg", "image/svg+xml"),
+    ] {
         let r = get(admin, &format!("/console/assets/{asset}"));
         assert_eq!(r.status, 200, "{asset}");
+        // With nosniff, a module script or stylesheet of another type would not load.
+        assert!(
+            r.header("content-type").unwrap().starts_with(media),
+            "{asset}: {:?}",
+            r.header("content-type")
+        );
         assert_eq!(
             r.header("x-content-type-options"),
             Some("nosniff"),
