@@ -283,7 +283,10 @@ impl Gateway {
                 crate::stage::reseal::start(&state),
                 std::time::Duration::from_secs(5),
             ));
-            stages.push((crate::stage::jobs::start(&state), crate::stage::jobs::GRACE));
+            // Bulk jobs run where processing does (`[worker] concurrency = 0` is ingress only).
+            if state.runtime.load().config.worker.concurrency > 0 {
+                stages.push((crate::stage::jobs::start(&state), crate::stage::jobs::GRACE));
+            }
         }
         // Every process with the store runs it: it is stateless and instances on one
         // PostgreSQL skip each other's rows.

@@ -21,6 +21,11 @@ use crate::rejections::{
 };
 use crate::{JobStore, ProcessingError, RejectionStore, StoreError};
 
+/// The oldest runnable job: pending, or running with an expired lease. Parameter: now.
+const RUNNABLE_JOB: &str = "SELECT job_id FROM jobs INDEXED BY jobs_runnable \
+     WHERE state IN ('pending', 'running') AND (lease_until IS NULL OR lease_until <= ?1) \
+     ORDER BY created_at LIMIT 1";
+
 fn select_job(conn: &Connection, job_id: &str) -> rusqlite::Result<Option<JobRecord>> {
     conn.prepare_cached(&format!("SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = ?1"))?
         .query_row([job_id], mapped(|r| job_record(r)))
@@ -182,15 +187,22 @@ impl JobStore for SqliteStore {
         now_ms: i64,
         lease_ms: i64,
     ) -> Result<Option<LeasedJob>, StoreError> {
+        // An idle runner polls: look on a read connection first, so that no job means no
+        // command in the writer's queue (acceptances never wait behind an empty lease).
+        let runnable = self
+            .read(move |conn| {
+                conn.prepare_cached(RUNNABLE_JOB)?
+                    .query_row([now_ms], |_| Ok(()))
+                    .optional()
+            })
+            .await?;
+        if runnable.is_none() {
+            return Ok(None);
+        }
         let owner = owner.to_owned();
         self.write(move |conn| {
             let Some(job_id): Option<String> = conn
-                .prepare_cached(
-                    "SELECT job_id FROM jobs INDEXED BY jobs_runnable \
-                     WHERE state IN ('pending', 'running') \
-                       AND (lease_until IS NULL OR lease_until <= ?1) \
-                     ORDER BY created_at LIMIT 1",
-                )?
+                .prepare_cached(RUNNABLE_JOB)?
                 .query_row([now_ms], |r| r.get(0))
                 .optional()?
             else {

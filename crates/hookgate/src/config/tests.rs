@@ -560,7 +560,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`, `jobs`, `rejections`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
@@ -1782,6 +1782,17 @@ batch_size = 256
 # idempotency_days: per endpoint from its provider
 # endpoint "pay": payload kept 30 days, id record kept 30 days (default: the larger of 30 days and the provider's redelivery horizon)
 # endpoint "sw": payload kept 30 days, id record kept 30 days (default: the larger of 30 days and the provider's redelivery horizon)
+
+[jobs]
+rate_per_second = 50
+batch_size = 50
+lease_seconds = 30
+poll_interval_ms = 1000
+
+[rejections]
+enabled = true
+retention_hours = 72
+max_entries = 100000
 "#;
     assert_eq!(render_redacted(&c), expected);
 }
