@@ -134,8 +134,8 @@ pub struct Gateway {
     dev: bool,
     /// The webhook listener's certificate (built-in TLS), re-read on SIGHUP too.
     tls_cert: Option<Arc<ingress::tls::ReloadingCert>>,
-    /// The admin listener's certificate (`[admin] tls`), polled like the webhook one.
-    #[allow(dead_code)]
+    /// The admin listener's certificate (`[admin] tls`), polled and re-read on SIGHUP like
+    /// the webhook one.
     admin_tls_cert: Option<Arc<ingress::tls::ReloadingCert>>,
 }
 
@@ -333,8 +333,8 @@ impl Gateway {
     }
 
     async fn try_reload(&self) -> anyhow::Result<()> {
-        if let Some(cert) = &self.tls_cert {
-            // The certificate files are independent of the configuration's validity.
+        // The certificate files are independent of the configuration's validity.
+        for cert in self.tls_cert.iter().chain(&self.admin_tls_cert) {
             cert.reload_if_changed();
         }
         let config = Config::load(&self.config_path)?;

@@ -146,15 +146,17 @@ pub async fn payload(
         endpoint_id: &event.endpoint_id,
         provider_event_id: &event.provider_event_id,
     };
-    let body = keyring
-        .open(&identity, event.payload_key_version, sealed)
-        .map_err(|_| {
-            ApiError::new(
+    let body = match keyring.open(&identity, event.payload_key_version, sealed) {
+        Ok(body) => body,
+        Err(_) => {
+            let error = ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 "undecryptable",
                 Some("the stored payload does not open with the configured keys".into()),
-            )
-        })?;
+            );
+            return Err(s.refused(audit, error).await);
+        }
+    };
     // Audited first: a payload nobody recorded reading is never answered.
     s.record(audit.ok()).await?;
     tracing::warn!(inbox_id = %id, token = %token, "payload decrypted through the operator API");
