@@ -18,6 +18,7 @@ scripts/ensure-nats.sh
 scripts/ensure-chromium.sh
 scripts/ensure-playwright.sh
 scripts/ensure-cargo-deny.sh
+scripts/ensure-deploy-tools.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -51,6 +51,9 @@ def secret_key(fmt, text):
     """Key bytes of a configured secret, per the vector format's `secret_format`."""
     if fmt == "utf8":
         return text.encode()
+    if fmt == "utf8_nfkd":
+        import unicodedata
+        return unicodedata.normalize("NFKD", text).encode()
     if fmt == "hex":
         return bytes.fromhex(text)
     if fmt == "base64":
@@ -248,10 +251,32 @@ def sign_request(pack, recipe, secret, body, event_id, ts, url, options, items=N
     elif "versioned_list" in fmt:
         vl = fmt["versioned_list"]
         value = vl["versions"][0] + vl["version_separator"] + value
+        if vl.get("key_id_first"):
+            value = recipe.get("key_id", "1") + vl["version_separator"] + value
     elif "timestamp_then_signatures" in fmt:
         value = ts_text + fmt["timestamp_then_signatures"]["separator"] + value
+    if sig.get("query_param"):
+        # the signature travels in a query parameter of the URL the provider calls
+        headers[QUERY_URL] = with_query_param(url or DEFAULT_URL, sig["query_param"], value)
+        return headers
     headers[sig["headers"][0]] = value
     return headers
+
+
+QUERY_URL = "\0url"  # where sign_request hands a query-signed URL back (never a header)
+DEFAULT_URL = "https://hooks.example.com/in"
+
+
+def with_query_param(url, name, value):
+    from urllib.parse import quote
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}{quote(name, safe='')}={quote(value, safe='')}"
+
+
+def without_query_param(url, name):
+    base, _, query = url.partition("?")
+    kept = [p for p in query.split("&") if p and p.split("=")[0] != name]
+    return base + ("?" + "&".join(kept) if kept else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +475,13 @@ def tamper_cases(pack, recipe, valid, wanted):
             v = derived(pack, recipe, base, what, reason, reason)
             v["now"] = now
             out.append(v)
+        elif reason in ("missing_signature_header", "malformed_signature_header") and pack["signature"].get("query_param"):
+            param = pack["signature"]["query_param"]
+            missing = reason.startswith("missing")
+            v = derived(pack, recipe, base, "signature query parameter removed" if missing else "signature query parameter malformed", reason, reason)
+            url = without_query_param(base["url"], param)
+            v["url"] = url if missing else with_query_param(url, param, recipe.get("malformed_signature", "!!"))
+            out.append(v)
         elif reason in ("missing_signature_header", "malformed_signature_header"):
             header_base = next((x for x in valid if signature_headers_present(pack, x)), None)
             if header_base is not None:
@@ -512,6 +544,7 @@ def signed_vectors(pack, recipe):
         # `{signature:<key>}` items (a nonce in the signature header): per request or recipe
         items = sample.get("signature_items", recipe.get("signature_items"))
         headers = sign_request(pack, recipe, signer, body, event_id or "", ts, sample.get("url", recipe.get("url")), recipe.get("config", {}), items)
+        signed_url = headers.pop(QUERY_URL, None)
         v = {
             "name": f"{pack['id']}/generated/{sample['name']}",
             "provider": pack["id"],
@@ -522,8 +555,8 @@ def signed_vectors(pack, recipe):
             "tolerance_seconds": pack["timestamp"]["tolerance_seconds"] if pack.get("timestamp") else None,
             "method": "POST",
         }
-        if sample.get("url", recipe.get("url")):
-            v["url"] = sample.get("url", recipe.get("url"))
+        if signed_url or sample.get("url", recipe.get("url")):
+            v["url"] = signed_url or sample.get("url", recipe.get("url"))
         if recipe.get("config"):
             v["config"] = recipe["config"]
         v["headers"] = headers

@@ -37,14 +37,33 @@ mod common;
 pub mod pack;
 
 /// Decoded key material of one secret version. Never printed.
-pub struct SecretMaterial(Zeroizing<Vec<u8>>);
+pub struct SecretMaterial {
+    bytes: Zeroizing<Vec<u8>>,
+    /// An Ed25519 public key beside a pack's shared secrets (Standard Webhooks `whpk_`): it
+    /// verifies the pack's Ed25519 signature versions only, and is never used as an HMAC key.
+    ed25519_public: bool,
+}
 
 impl SecretMaterial {
     pub fn new(bytes: Vec<u8>) -> Self {
-        Self(Zeroizing::new(bytes))
+        Self {
+            bytes: Zeroizing::new(bytes),
+            ed25519_public: false,
+        }
+    }
+    /// A 32-byte Ed25519 public key configured beside shared secrets.
+    pub(crate) fn ed25519_public(bytes: Vec<u8>) -> Self {
+        Self {
+            bytes: Zeroizing::new(bytes),
+            ed25519_public: true,
+        }
     }
     pub fn expose(&self) -> &[u8] {
-        &self.0
+        &self.bytes
+    }
+    /// Whether this is an Ed25519 public key (`whpk_`) rather than a shared secret.
+    pub fn is_ed25519_public(&self) -> bool {
+        self.ed25519_public
     }
 }
 
@@ -127,6 +146,9 @@ pub enum Rejection {
 pub struct Metadata {
     /// Candidate signatures, decoded to raw bytes, for the scheme version we implement.
     pub signatures: Vec<Vec<u8>>,
+    /// Ed25519 candidates of a versioned list's Ed25519 versions (Standard Webhooks `v1a`),
+    /// beside the HMAC ones in `signatures`.
+    pub ed25519_signatures: Vec<Vec<u8>>,
     /// The signed timestamp as sent (its exact text is part of the signed bytes).
     pub timestamp_text: Option<String>,
     /// The signed timestamp, unix seconds.
@@ -149,6 +171,10 @@ impl fmt::Debug for Metadata {
             .field(
                 "signatures",
                 &format_args!("<{} redacted>", self.signatures.len()),
+            )
+            .field(
+                "ed25519_signatures",
+                &format_args!("<{} redacted>", self.ed25519_signatures.len()),
             )
             .field("timestamp_text", &self.timestamp_text)
             .field("timestamp", &self.timestamp)

@@ -7,6 +7,9 @@
 //! payload is still stored (a purge in between wins). The store never sees a key: the caller
 //! opens and seals (the AEAD's associated data is the row identity, which does not change).
 
+use crate::StoreError;
+use crate::rows::Columns;
+
 /// How many stored payloads are sealed under one key version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyVersionRows {
@@ -80,4 +83,28 @@ pub trait PayloadKeyStore: Send + Sync {
     async fn reseal(&self, rows: Vec<ResealedPayload>, now_ms: i64) -> Result<u64, StoreError>;
 }
 
-use crate::StoreError;
+/// A row of the backends' key-count query: key version, stored payloads.
+pub(crate) fn key_version_rows(r: &impl Columns) -> Result<KeyVersionRows, StoreError> {
+    Ok(KeyVersionRows {
+        version: key_version(r.int(0)?)?,
+        rows: u64::try_from(r.int(1)?).unwrap_or(0),
+    })
+}
+
+/// A row of the backends' `sealed_under` query: inbox id, provider, endpoint id, provider
+/// event id, key version, sealed payload.
+pub(crate) fn sealed_payload(r: &impl Columns) -> Result<SealedPayload, StoreError> {
+    Ok(SealedPayload {
+        inbox_id: r.text(0)?,
+        provider: r.text(1)?,
+        endpoint_id: r.text(2)?,
+        provider_event_id: r.text(3)?,
+        key_version: key_version(r.int(4)?)?,
+        payload: r.blob(5)?,
+    })
+}
+
+fn key_version(value: i64) -> Result<u32, StoreError> {
+    u32::try_from(value)
+        .map_err(|_| StoreError::Corrupt(format!("payload key version {value} out of range")))
+}

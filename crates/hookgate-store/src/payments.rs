@@ -3,7 +3,7 @@
 //! module writes or reads a business table.
 
 use crate::StoreError;
-use crate::processing::PaymentState;
+use crate::processing::{BusinessChange, PaymentState};
 use crate::rows::Columns;
 use crate::statements::Statement;
 
@@ -24,6 +24,33 @@ pub(crate) static UPSERT: Statement = Statement::new(
      WHERE (EXCLUDED.fetch_seq, EXCLUDED.refreshed_at) \
          >= (payment_state.fetch_seq, payment_state.refreshed_at)",
 );
+
+/// The values [`UPSERT`] binds for `change`, in its parameter order, the fetch sequence (the
+/// last parameter) left to the caller: object id, object type, status, amount, currency,
+/// refreshed at (ms), last event id.
+#[allow(clippy::type_complexity)]
+pub(crate) fn upsert_values(
+    change: &BusinessChange,
+) -> (&str, &str, &str, Option<i64>, Option<&str>, i64, &str) {
+    let BusinessChange::UpsertPaymentState {
+        object_id,
+        object_type,
+        status,
+        amount,
+        currency,
+        refreshed_at_ms,
+        last_event_id,
+    } = change;
+    (
+        object_id,
+        object_type,
+        status,
+        *amount,
+        currency.as_deref(),
+        *refreshed_at_ms,
+        last_event_id,
+    )
+}
 
 /// One row, read by [`payment_state`]. Parameter: object id.
 pub(crate) static SELECT: Statement = Statement::new(

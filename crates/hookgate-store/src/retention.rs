@@ -84,6 +84,19 @@ impl PurgeSelection {
         parts.join(" ")
     }
 
+    /// The values [`PurgeSelection::conditions`] binds, in its placeholder order, as the
+    /// backend's parameter type (`text` and `int` turn a value into it).
+    pub(crate) fn params<'a, P: ?Sized>(
+        &'a self,
+        text: impl Fn(&'a String) -> &'a P,
+        int: impl Fn(&'a i64) -> &'a P,
+    ) -> Vec<&'a P> {
+        let mut out: Vec<&'a P> = self.inbox_ids.iter().map(&text).collect();
+        out.extend(self.endpoint_id.as_ref().map(&text));
+        out.extend(self.received_before_ms.as_ref().map(int));
+        out
+    }
+
     /// `WHERE` conditions after the fixed ones, with placeholders from `placeholder(n)`
     /// (numbered from `first`), in the order [`PurgeSelection::params`] binds them. The ids
     /// are bound one placeholder each (`IN (…)` reads the same on both backends).

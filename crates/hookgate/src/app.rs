@@ -165,6 +165,7 @@ impl Gateway {
         let key_rows =
             crate::stage::reseal::refuse_removed_versions(&store, &config.payload_keys).await?;
         telemetry::payload_key_rows(&key_rows, &config.payload_keys.versions());
+        telemetry::config_loaded();
         let mut tls_cert = None;
         let webhook = if roles.ingress {
             let tls = match &config.server.tls {

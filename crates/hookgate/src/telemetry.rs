@@ -36,6 +36,7 @@ pub const SECRET_AGE: &str = "hookgate_secret_age_seconds";
 pub const SECRET_REFRESH_FAILURES: &str = "hookgate_secret_refresh_failures_total";
 pub const ENDPOINT_SECRET_USABLE: &str = "hookgate_endpoint_secret_usable";
 pub const CONFIG_RELOAD_FAILURES: &str = "hookgate_config_reload_failures_total";
+pub const CONFIG_LAST_RELOAD_OK: &str = "hookgate_config_last_reload_successful";
 pub const PAYLOAD_KEY_ROWS: &str = "hookgate_payload_key_rows";
 pub const PAYLOADS_RESEALED: &str = "hookgate_payloads_resealed_total";
 pub const RESEAL_FAILURES: &str = "hookgate_payload_reseal_failures_total";
@@ -166,6 +167,8 @@ pub fn backlog_observed(b: &hookgate_store::Backlog, now_ms: i64) {
     gauge!(OUTBOX_PENDING).set(b.outbox_pending as f64);
     gauge!(OUTBOX_OLDEST_AGE).set(age(b.oldest_pending_at_ms));
     gauge!(OUTBOX_FAILED).set(b.outbox_failed as f64);
+    // The failure counter exists from the first scrape, so `rate()` sees its first failure.
+    counter!(BACKLOG_PROBE_FAILURES).increment(0);
 }
 
 /// `RECEIVED` rows of endpoints missing from the config, read at a `/metrics` scrape: they
@@ -353,15 +356,24 @@ pub fn secrets_observed(runtime: &crate::state::Runtime, now_secs: i64) {
     }
 }
 
-/// A reload (SIGHUP) failed: the running configuration stays.
+/// The configuration was loaded at start-up: no reload has failed yet.
+pub fn config_loaded() {
+    counter!(CONFIG_RELOAD_FAILURES).increment(0);
+    gauge!(CONFIG_LAST_RELOAD_OK).set(1.0);
+}
+
+/// A reload (SIGHUP) failed: the running configuration stays. The gauge stays 0 until a
+/// reload succeeds (what `/readyz` shows as `config_reload_failed`): the alert's signal.
 pub fn config_reload_failed(reason: &str) {
     counter!(CONFIG_RELOAD_FAILURES).increment(1);
+    gauge!(CONFIG_LAST_RELOAD_OK).set(0.0);
     tracing::error!(reason, "reload failed; keeping the running configuration");
 }
 
 /// A reload succeeded.
 pub fn config_reloaded() {
     counter!(CONFIG_RELOAD_FAILURES).increment(0);
+    gauge!(CONFIG_LAST_RELOAD_OK).set(1.0);
     tracing::info!("configuration reloaded");
 }
 

@@ -165,6 +165,7 @@ impl PackSpec {
                 ("whsec_base64_or_utf8", SecretFormat::WhsecBase64OrUtf8),
                 ("ed25519_public_base64", SecretFormat::Ed25519PublicBase64),
                 ("key_id_and_secret", SecretFormat::KeyIdAndSecret),
+                ("utf8_nfkd", SecretFormat::Utf8Nfkd),
             ],
         )?;
 
@@ -276,6 +277,7 @@ impl PackSpec {
                 separator: None,
             },
         };
+        super::ed25519_versions::check(paths, scheme, secret_format, &format)?;
         let parts = match (&sig.signed, scheme.uses_template()) {
             (Some(text), true) => template(paths, text)?,
             (None, true) => {

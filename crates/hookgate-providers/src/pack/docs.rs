@@ -39,6 +39,7 @@ impl SecretFormat {
             SecretFormat::WhsecBase64OrUtf8 => "whsec_base64_or_utf8",
             SecretFormat::Ed25519PublicBase64 => "ed25519_public_base64",
             SecretFormat::KeyIdAndSecret => "key_id_and_secret",
+            SecretFormat::Utf8Nfkd => "utf8_nfkd",
         }
     }
 
@@ -79,6 +80,10 @@ impl SecretFormat {
             SecretFormat::KeyIdAndSecret => {
                 "`<key id>:<secret>`: the key id the request names, a colon, then the secret \
                  string used verbatim"
+            }
+            SecretFormat::Utf8Nfkd => {
+                "the secret string as the provider shows it, Unicode NFKD-normalised, then its \
+                 UTF-8 bytes (identical to `utf8` for ASCII secrets)"
             }
         }
     }
@@ -367,24 +372,46 @@ impl Pack {
                 separator,
                 version_separator,
                 versions,
+                key_id_first,
+                ed25519_versions,
             } => {
-                let versions: Vec<String> = versions.iter().map(|v| format!("`{v}`")).collect();
-                format!(
-                    "`<version>{version_separator}<signature>` entries separated by {}; every {} \
-                     entry is a candidate (other versions are skipped)",
+                let quoted = |vs: &[&str]| -> String {
+                    let vs: Vec<String> = vs.iter().map(|v| format!("`{v}`")).collect();
+                    vs.join(" or ")
+                };
+                let key_id = if *key_id_first {
+                    format!("<key id>{version_separator}")
+                } else {
+                    String::new()
+                };
+                let mut text = format!(
+                    "`{key_id}<version>{version_separator}<signature>` entries separated by {}; \
+                     every {} entry is a candidate (other versions are skipped)",
                     if *separator == " " {
                         "spaces".to_owned()
                     } else {
                         format!("`{separator}`")
                     },
-                    versions.join(" or ")
-                )
+                    quoted(versions)
+                );
+                if !ed25519_versions.is_empty() {
+                    let _ = write!(
+                        text,
+                        "; every {} entry is an Ed25519 signature of the same bytes, checked \
+                         with the `whpk_` public keys configured as secrets (a `whpk_` key never \
+                         checks an HMAC entry, a `whsec_` secret never an Ed25519 one)",
+                        quoted(ed25519_versions)
+                    );
+                }
+                text
             }
         };
-        let mut text = if headers.is_empty() {
-            String::new()
-        } else {
-            format!("header {headers}: {format}")
+        let mut text = match self.token_source {
+            super::TokenSource::Query(name) if self.scheme != Scheme::SharedToken => {
+                format!("query parameter {name}: {format}")
+            }
+            _ if headers.is_empty() => String::new(),
+            _ => format!("header {headers}: {format}"),
         };
         if let Some(fields) = &self.fields {
             let place = match &self.batch {

@@ -40,6 +40,9 @@ impl Pack {
 
     /// Turns a configured secret string into key material, in the provider's own format.
     pub fn decode_secret(&self, secret: &str) -> Result<SecretMaterial, SecretFormatError> {
+        if let Some(public) = self.decode_ed25519_public(secret) {
+            return public;
+        }
         primitives::decode_secret(self.secret_format, secret)
     }
 
@@ -187,6 +190,8 @@ impl Pack {
                 separator,
                 version_separator,
                 versions,
+                key_id_first,
+                ..
             } => {
                 let text =
                     signed_header_any(headers, self.signature_header_names, MalformedSignature)?
@@ -197,6 +202,14 @@ impl Pack {
                     if count >= MAX_SIGNATURE_ENTRIES {
                         return Err(bad(MalformedSignature));
                     }
+                    let entry = match key_id_first {
+                        // The key id names which secret signed; any trusted one may match.
+                        true => match entry.trim().split_once(version_separator) {
+                            Some((key_id, rest)) if !key_id.is_empty() => rest,
+                            _ => return Err(bad(MalformedSignature)),
+                        },
+                        false => entry,
+                    };
                     let (version, value) = entry
                         .split_once(version_separator)
                         .ok_or(bad(MalformedSignature))?;
@@ -209,7 +222,7 @@ impl Pack {
         }
     }
 
-    fn plain(
+    pub(crate) fn plain(
         &self,
         text: &str,
         prefix: Option<&str>,
@@ -343,6 +356,11 @@ impl Pack {
         for token in &signatures {
             self.check_jwt_shape(token)?;
         }
+        let ed25519_signatures = if in_body {
+            Vec::new()
+        } else {
+            self.ed25519_candidates(headers)?
+        };
         let header_id = match &self.event_id {
             IdRule::Headers(names) if self.id_signed => Some(
                 signed_header_any(headers, names, MalformedSignature)?
@@ -390,6 +408,7 @@ impl Pack {
         };
         Ok(Metadata {
             signatures,
+            ed25519_signatures,
             timestamp_text,
             timestamp: timestamp_millis.map(|ms| ms.div_euclid(1000)),
             header_id,
@@ -467,6 +486,9 @@ impl Pack {
                 match self.scheme {
                     Scheme::Hmac if self.key_id_header.is_some() => {
                         self.verify_keyed_hmac(ctx, secrets, &parts, &metadata.signatures)?
+                    }
+                    Scheme::Hmac if !self.ed25519_versions().is_empty() => {
+                        self.verify_hmac_or_ed25519(secrets, &parts, metadata)?
                     }
                     Scheme::Hmac => {
                         verify_hmac(self.algorithm, secrets, &parts, &metadata.signatures)?

@@ -13,7 +13,7 @@ use http::header::CONTENT_ENCODING;
 use super::primitives;
 use super::spec::PackSpec;
 use super::syntax::{Paths, keep, pick};
-use super::{Pack, PackError, RequestContext, Scheme, TokenForm, TokenSource};
+use super::{Pack, PackError, Scheme, TokenForm, TokenSource};
 use crate::common::{self, bad};
 use crate::{BadRequestReason, Rejection, TrustedSecret, Verified};
 
@@ -25,6 +25,9 @@ pub(crate) fn token_settings(
     scheme: Scheme,
 ) -> Result<(TokenSource, TokenForm), PackError> {
     let sig = &spec.signature;
+    if scheme == Scheme::Hmac && sig.query_param.is_some() {
+        return hmac_query_settings(paths, spec);
+    }
     if scheme != Scheme::SharedToken {
         for (field, set) in [
             ("signature.query_param", sig.query_param.is_some()),
@@ -100,6 +103,42 @@ pub(crate) fn token_settings(
         ));
     }
     Ok((source, form))
+}
+
+/// An HMAC signature in a query parameter (PandaDoc): no header, a plain format.
+fn hmac_query_settings(
+    paths: &Paths,
+    spec: &PackSpec,
+) -> Result<(TokenSource, TokenForm), PackError> {
+    let sig = &spec.signature;
+    let name = sig.query_param.as_deref().unwrap_or_default();
+    if name.is_empty() {
+        return Err(paths.err("signature.query_param", "must not be empty"));
+    }
+    if !sig.headers.is_empty() {
+        return Err(paths.err(
+            "signature.query_param",
+            "the signature is in headers or in a query parameter, not both",
+        ));
+    }
+    for (field, set) in [
+        ("signature.body_field", sig.body_field.is_some()),
+        ("signature.token_form", sig.token_form.is_some()),
+    ] {
+        if set {
+            return Err(paths.err(field, "only for the shared_token scheme"));
+        }
+    }
+    if !matches!(
+        sig.format,
+        None | Some(super::spec::SignatureFormatSpec::Plain(_))
+    ) {
+        return Err(paths.err(
+            "signature.format",
+            "a signature in a query parameter is plain (one value, optionally prefixed)",
+        ));
+    }
+    Ok((TokenSource::Query(keep(name)), TokenForm::Plain))
 }
 
 /// `content_encoding`: only `gzip` is known.
@@ -225,32 +264,6 @@ impl Pack {
             return Err(malformed);
         }
         Ok(token)
-    }
-
-    /// The token of a query-parameter pack, from the raw query (a repeated parameter is
-    /// refused: which one is meant would be a guess). `None` for other sources.
-    pub(crate) fn token_from_query(
-        &self,
-        ctx: &RequestContext<'_>,
-    ) -> Result<Option<Vec<Vec<u8>>>, Rejection> {
-        let TokenSource::Query(name) = self.token_source else {
-            return Ok(None);
-        };
-        let query = ctx.raw_query.unwrap_or("").as_bytes();
-        let occurrences = query
-            .split(|&b| b == b'&')
-            .filter(|pair| {
-                let raw = pair.split(|&b| b == b'=').next().unwrap_or(&[]);
-                common::form_decode(raw) == name.as_bytes()
-            })
-            .count();
-        if occurrences > 1 {
-            return Err(bad(BadRequestReason::DuplicatedSignature));
-        }
-        let token = common::form_field(query, name)
-            .filter(|t| !t.is_empty())
-            .ok_or(bad(BadRequestReason::MissingSignature))?;
-        Ok(Some(vec![token]))
     }
 
     /// Whether the token is read from the body (after the bounded read, before verification).

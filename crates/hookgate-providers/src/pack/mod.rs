@@ -37,7 +37,8 @@
 //!   `x509_pem` (a pinned certificate; the request never chooses it); `whsec_base64_or_utf8`
 //!   (a `whsec_` secret base64-decoded, any other its UTF-8 bytes); `key_id_and_secret`
 //!   (`<key id>:<secret>`, with `signature.key_id_header` naming the key a request uses: only
-//!   secrets with that key id are tried).
+//!   secrets with that key id are tried); `utf8_nfkd` (the secret's Unicode NFKD form as UTF-8:
+//!   EasyPost).
 //! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
 //!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
@@ -53,8 +54,13 @@
 //!     timestamp read as `signature:timestamp`;
 //!   - `{"key_value": {"pair_separator": ",", "kv_separator": "=", "signature_keys": ["v1"],
 //!     "timestamp_key": "t", "skip_undecodable": false}}`: Stripe-like lists, other keys ignored;
-//!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"]}}`:
-//!     Standard Webhooks-like lists, other versions ignored.
+//!   - `{"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"],
+//!     "key_id_first": false}}`: Standard Webhooks-like lists, other versions ignored; with
+//!     `key_id_first` each entry is `<key id><sep><version><sep><signature>` (Worldpay's
+//!     `1/SHA256/…`), every listed version's entry a candidate whatever its key id.
+//!   - `signature.query_param` instead of `headers` (the `hmac` scheme): the signature is a
+//!     query parameter of the URL the provider calls (PandaDoc), read from the request's
+//!     query, else from `public_url`'s; `sign` appends it to the URL.
 //!
 //!   `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
 //!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
@@ -110,10 +116,12 @@
 
 use std::sync::OnceLock;
 
+mod accessors;
 mod api;
 mod citations;
 mod compile;
 mod docs;
+mod ed25519_versions;
 mod engine;
 mod extract;
 #[cfg(feature = "fuzzing")]
@@ -125,6 +133,7 @@ mod key_value;
 mod page;
 mod primitives;
 mod provider_page;
+mod query_signature;
 mod schemes;
 mod sign;
 mod spec;
@@ -310,6 +319,8 @@ pub(crate) enum SecretFormat {
     Ed25519PublicBase64,
     /// `<key id>:<secret>`: the request names the key id (`signature.key_id_header`).
     KeyIdAndSecret,
+    /// The secret's Unicode NFKD normal form, as UTF-8 (EasyPost).
+    Utf8Nfkd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,9 +405,13 @@ pub(crate) enum SignatureFormat {
     /// `<ts><sep><sig>[<sep><sig>…]`.
     TimestampThenSignatures { separator: &'static str },
     VersionedList {
+        /// Ed25519 versions beside the HMAC ones (`pack/ed25519_versions.rs`).
+        ed25519_versions: Vec<&'static str>,
         separator: &'static str,
         version_separator: &'static str,
         versions: Vec<&'static str>,
+        /// Entries are `<key id><sep><version><sep><signature>`.
+        key_id_first: bool,
     },
 }
 
@@ -579,94 +594,6 @@ pub struct Pack {
     key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.
     duplicate_checked_headers: &'static [&'static str],
-}
-
-impl Pack {
-    /// The provider id used in configuration (the vector file's name).
-    pub fn id(&self) -> &'static str {
-        self.id
-    }
-    /// The `Content-Type` that `sign` sends.
-    pub fn send_content_type(&self) -> &'static str {
-        self.send_content_type
-    }
-    pub fn vectors(&self) -> u32 {
-        self.vectors
-    }
-    pub fn notes(&self) -> Option<&str> {
-        self.notes.as_deref()
-    }
-    /// The options this pack reads from an endpoint's `options`.
-    pub fn options(&self) -> &[OptionRule] {
-        &self.options
-    }
-    /// Whether the signed bytes include the endpoint URL (`public_url` is then required).
-    pub fn needs_public_url(&self) -> bool {
-        matches!(self.scheme, Scheme::UrlParamsHmac | Scheme::UrlNonceHmac)
-            || self.template.contains(&Part::Url)
-            || self
-                .jwt
-                .as_ref()
-                .is_some_and(|j| j.subject_is_url || j.url_hash.is_some())
-    }
-    /// Whether one request may carry several events.
-    pub fn batched(&self) -> bool {
-        self.batch.is_some()
-    }
-    /// Whether the event id is composed of several signed fields (no single place holds it).
-    pub fn id_composed(&self) -> bool {
-        matches!(self.event_id, IdRule::Composed(_))
-    }
-    pub fn display_name(&self) -> &'static str {
-        self.display_name
-    }
-    pub fn scheme(&self) -> Scheme {
-        self.scheme
-    }
-    pub fn evidence(&self) -> Evidence {
-        self.evidence
-    }
-    pub fn sources(&self) -> &[String] {
-        &self.sources
-    }
-    /// Fact (`signature`, `secret_format`, `timestamp`, `event_id`, `handshake`,
-    /// `redelivery_horizon`, `content_types`) → its citation.
-    pub fn citations(&self) -> &std::collections::BTreeMap<&'static str, String> {
-        &self.citations
-    }
-    /// Whether the signature covers the event id.
-    pub fn id_signed(&self) -> bool {
-        self.id_signed
-    }
-    /// Whether a timestamp is signed (and so freshness is checked).
-    pub fn timestamp_signed(&self) -> bool {
-        self.timestamp.is_some()
-    }
-    pub fn retries_keep_id(&self) -> RetriesKeepId {
-        self.retries_keep_id
-    }
-    pub fn replay_defence(&self) -> Option<ReplayDefence> {
-        self.replay_defence
-    }
-    pub fn redelivery_horizon_seconds(&self) -> Option<u64> {
-        self.redelivery_horizon_seconds
-    }
-    /// Parses the private key of a public-key pack, for [`Pack::sign_with_private_key`].
-    pub fn decode_signing_key(&self, text: &str) -> Result<SigningKey, crate::SecretFormatError> {
-        SigningKey::decode(self.scheme, text)
-    }
-    /// Whether `sign` can produce deliveries (a shared secret signs and verifies).
-    pub fn has_shared_secret(&self) -> bool {
-        self.scheme.shared_secret()
-    }
-    /// Whether the pack comes from the configuration rather than the binary.
-    pub fn user_defined(&self) -> bool {
-        self.user_defined
-    }
-    /// The `Content-Encoding`s the pack accepts besides none (`gzip`).
-    pub fn content_encodings(&self) -> &'static [&'static str] {
-        if self.gzip { &["gzip"] } else { &[] }
-    }
 }
 
 /// The built-in pack files, by id: every `packs/*.json`, sorted (generated by `build.rs`).

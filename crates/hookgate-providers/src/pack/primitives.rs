@@ -160,6 +160,11 @@ pub(crate) fn decode_secret(
             return common::whsec_base64_secret(secret);
         }
         SecretFormat::WhsecBase64OrUtf8 => return common::utf8_secret(secret),
+        SecretFormat::Utf8Nfkd => {
+            use unicode_normalization::UnicodeNormalization;
+            let normal = zeroize::Zeroizing::new(secret.nfkd().collect::<String>());
+            return common::utf8_secret(&normal);
+        }
         SecretFormat::KeyIdAndSecret => match secret.split_once(':') {
             Some((id, rest)) if !id.is_empty() && !rest.is_empty() => secret.as_bytes().to_vec(),
             _ => return Err(malformed("<key id>:<secret>")),

@@ -7,10 +7,11 @@ use serde_json::Value;
 
 use super::engine::{TemplateInputs, first_header};
 use super::primitives::{Signer, SigningKey, sha256_hex, split_key_id};
+use super::query_signature::with_query_param;
 use super::schemes::sorted_params;
 use super::{
     EndpointOptions, IdRule, Location, Pack, Part, Scheme, SignTarget, SignatureFormat,
-    SignedDelivery,
+    SignedDelivery, TokenSource,
 };
 use crate::common::{self, json_at};
 use crate::{IdLocation, SecretMaterial, SignRequest};
@@ -70,10 +71,13 @@ impl Pack {
     /// The public key that verifies signatures of `key`, written as this pack's
     /// `secret_format` expects it (what an endpoint configures).
     pub fn public_key_text(&self, key: &SigningKey) -> Option<String> {
+        if let Some(text) = self.ed25519_public_text(key) {
+            return Some(text);
+        }
         key.public_key_in(self.secret_format)
     }
 
-    fn signature_value(&self, encoded: &str, timestamp: Option<&str>) -> String {
+    fn signature_value(&self, encoded: &str, timestamp: Option<&str>, ed25519: bool) -> String {
         match &self.format {
             SignatureFormat::Plain { prefix, .. } => format!("{}{encoded}", prefix.unwrap_or("")),
             SignatureFormat::KeyValue {
@@ -97,8 +101,23 @@ impl Pack {
             SignatureFormat::VersionedList {
                 version_separator,
                 versions,
+                key_id_first,
+                ed25519_versions,
                 ..
-            } => format!("{}{version_separator}{encoded}", versions[0]),
+            } => {
+                let version = match ed25519_versions.first() {
+                    Some(v) if ed25519 => v,
+                    _ => &versions[0],
+                };
+                // The sender's first key (Worldpay numbers its keys from 1).
+                let key_id = if *key_id_first { "1" } else { "" };
+                let key_sep = if *key_id_first {
+                    *version_separator
+                } else {
+                    ""
+                };
+                format!("{key_id}{key_sep}{version}{version_separator}{encoded}")
+            }
         }
     }
 
@@ -182,6 +201,8 @@ impl Pack {
                 };
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {
+                    // A `whpk_` public key never signs (nor verifies) an HMAC entry.
+                    (Signer::Shared(key), _) if key.is_ed25519_public() => None,
                     (Signer::Shared(key), Some(parts)) if self.scheme == Scheme::Hmac => {
                         let key = match self.key_id_header {
                             Some(_) => split_key_id(key.expose()).map_or(&[][..], |(_, k)| k),
@@ -190,13 +211,18 @@ impl Pack {
                         let tag = self.algorithm.mac(key, &parts);
                         Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
                     }
-                    (Signer::Private(key), Some(parts)) if key.fits(self.scheme) => key
-                        .sign(&parts.concat())
-                        .map(|sig| self.encoding.encode(&sig)),
+                    (Signer::Private(key), Some(parts))
+                        if key.fits(self.scheme)
+                            || (!self.ed25519_versions().is_empty()
+                                && matches!(key, SigningKey::Ed25519(_))) =>
+                    {
+                        key.sign(&parts.concat())
+                            .map(|sig| self.encoding.encode(&sig))
+                    }
                     _ => None,
                 }
             }
-            // Query and body tokens are placed by the sender (`send` writes header tokens).
+            // Body tokens are placed by the sender; header and query tokens are written below.
             Scheme::SharedToken => shared.map(|key| {
                 let token = String::from_utf8_lossy(key.expose()).into_owned();
                 match self.token_form {
@@ -301,30 +327,41 @@ impl Pack {
         {
             common::push_header(&mut headers, name, &String::from_utf8_lossy(key_id));
         }
-        let signature_header = match self.token_source {
-            super::TokenSource::HeaderOption(option) => {
-                super::header_option::header(options, option)
+        let ed25519 = matches!(signer, Signer::Private(_)) && self.scheme == Scheme::Hmac;
+        match (signature, self.token_source) {
+            // A query-parameter signature or token travels on the URL the provider calls.
+            (Some(encoded), TokenSource::Query(param)) => {
+                let value = self.signature_value(&encoded, timestamp.as_deref(), ed25519);
+                url = Some(with_query_param(url.as_deref(), param, &value));
             }
-            _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
-        };
-        if let (Some(encoded), Some(name)) = (signature, signature_header) {
-            let mut value = self.signature_value(&encoded, timestamp.as_deref());
-            if let SignatureFormat::KeyValue {
-                pair_separator,
-                kv_separator,
-                ..
-            } = &self.format
-            {
-                for (key, item) in &items {
-                    value = format!("{key}{kv_separator}{item}{pair_separator}{value}");
+            (Some(encoded), source) => {
+                let signature_header = match source {
+                    TokenSource::HeaderOption(option) => {
+                        super::header_option::header(options, option)
+                    }
+                    _ => self.signature_header_names.first().map(|n| (*n).to_owned()),
+                };
+                if let Some(name) = signature_header {
+                    let mut value = self.signature_value(&encoded, timestamp.as_deref(), ed25519);
+                    if let SignatureFormat::KeyValue {
+                        pair_separator,
+                        kv_separator,
+                        ..
+                    } = &self.format
+                    {
+                        for (key, item) in &items {
+                            value = format!("{key}{kv_separator}{item}{pair_separator}{value}");
+                        }
+                    }
+                    if let (Ok(name), Ok(value)) = (
+                        http::HeaderName::from_bytes(name.as_bytes()),
+                        http::HeaderValue::from_str(&value),
+                    ) {
+                        headers.push((name, value));
+                    }
                 }
             }
-            if let (Ok(name), Ok(value)) = (
-                http::HeaderName::from_bytes(name.as_bytes()),
-                http::HeaderValue::from_str(&value),
-            ) {
-                headers.push((name, value));
-            }
+            (None, _) => {}
         }
         SignedDelivery { headers, body, url }
     }

@@ -333,6 +333,16 @@ pub struct VersionedListFormatSpec {
     pub separator: String,
     pub version_separator: String,
     pub versions: Vec<String>,
+    /// Versions whose entries are Ed25519 signatures over the same signed bytes, verified
+    /// with `whpk_` public keys configured beside the shared secrets (Standard Webhooks
+    /// `v1a`); `hmac` packs with `whsec_base64` secrets only.
+    #[serde(default)]
+    pub ed25519_versions: Vec<String>,
+    /// Each entry starts with the id of the key that signed it, then `version_separator`
+    /// (`<key id>/<version>/<signature>`: Worldpay's `1/SHA256/…`); every listed version's
+    /// entry is a candidate whatever its key id.
+    #[serde(default)]
+    pub key_id_first: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

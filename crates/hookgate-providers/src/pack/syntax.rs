@@ -259,6 +259,16 @@ pub(crate) fn signature_format(
             if vl.versions.is_empty() {
                 return Err(paths.err(&f("versions"), "must name at least one version"));
             }
+            if let Some(v) = vl
+                .ed25519_versions
+                .iter()
+                .find(|v| v.is_empty() || vl.versions.contains(v))
+            {
+                return Err(paths.err(
+                    &f("ed25519_versions"),
+                    format!("{v:?} is empty or also an HMAC version"),
+                ));
+            }
             SignatureFormat::VersionedList {
                 separator: non_empty(paths, &f("separator"), &vl.separator)?,
                 version_separator: non_empty(
@@ -267,6 +277,8 @@ pub(crate) fn signature_format(
                     &vl.version_separator,
                 )?,
                 versions: vl.versions.iter().map(|k| keep(k)).collect(),
+                ed25519_versions: vl.ed25519_versions.iter().map(|k| keep(k)).collect(),
+                key_id_first: vl.key_id_first,
             }
         }
     })

@@ -305,7 +305,10 @@ impl Pack {
             SignatureFormat::TimestampThenSignatures { .. } => "timestamp_then_signatures",
         };
         let mut text = match self.token_source {
-            TokenSource::Query(name) => format!("token in query parameter {name}"),
+            TokenSource::Query(name) if self.scheme == Scheme::SharedToken => {
+                format!("token in query parameter {name}")
+            }
+            TokenSource::Query(name) => format!("signature in query parameter {name}"),
             TokenSource::BodyJson(p) => format!("token read from the body at {p}"),
             TokenSource::BodyForm(f) => format!("token read from form field {f}"),
             TokenSource::HeaderOption(option) => {

@@ -176,6 +176,19 @@ pub(crate) const COMPOSED_IDS: &[(&str, &str)] = &[
         "webflow/shared/valid_previous_secret_configured",
         "form_submission:375086db9f7b5f9c244e6ac4",
     ),
+    // Cashfree: type:cf_payment_id:event_time (no id is sent)
+    (
+        "cashfree/shared/valid_basic",
+        "PAYMENT_SUCCESS_WEBHOOK:5000007638:2025-12-31T23:59:35+05:30",
+    ),
+    (
+        "cashfree/shared/valid_utf8_body",
+        "PAYMENT_SUCCESS_WEBHOOK:5000050565:2025-12-31T23:59:35+05:30",
+    ),
+    (
+        "cashfree/shared/valid_previous_secret_configured",
+        "PAYMENT_SUCCESS_WEBHOOK:5000007638:2025-12-31T23:59:35+05:30",
+    ),
 ];
 
 /// Valid vectors without an id whose pack identifies them by the verified signature

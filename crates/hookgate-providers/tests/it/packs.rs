@@ -402,9 +402,12 @@ fn tampered(case: &Case) -> Vec<(String, HeaderMap, Vec<u8>, Vec<String>)> {
         .iter()
         .find(|(p, n)| *p == case.provider && body_text.contains(n))
         .map(|(_, n)| *n);
+    // a signature in a query parameter rides on the vector's URL; a header_option pack's
+    // token header comes from the endpoint's options
     let endpoint = Endpoint::of(pack, case);
     let metadata = pack
         .parse_metadata(&RequestContext {
+            public_url: case.url.as_deref(),
             options: &endpoint.options,
             ..RequestContext::post(&case.headers)
         })
@@ -1013,6 +1016,16 @@ fn bad_packs_fail_with_the_field_named() {
     assert!(compile(GOOD).is_ok());
     let cases: &[(&str, &str, &str)] = &[
         (
+            r#""format": {"plain": {}}"#,
+            r#""format": {"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"], "ed25519_versions": ["v1a"]}}"#,
+            r#"packs.linear.signature.format.versioned_list.ed25519_versions: needs the hmac scheme with secret_format "whsec_base64""#,
+        ),
+        (
+            r#""format": {"plain": {}}"#,
+            r#""format": {"versioned_list": {"separator": " ", "version_separator": ",", "versions": ["v1"], "ed25519_versions": ["v1"]}}"#,
+            r#"packs.linear.signature.format.versioned_list.ed25519_versions: "v1" is empty or also an HMAC version"#,
+        ),
+        (
             r#""encoding": "hex""#,
             r#""encoding": "hexx""#,
             r#"packs.linear.signature.encoding: unknown encoding "hexx" (expected hex, base64, base64url, base64_hex, text)"#,
@@ -1050,7 +1063,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""secret_format": "utf8""#,
             r#""secret_format": "pem""#,
-            r#"packs.linear.secret_format: unknown secret format "pem" (expected utf8, whsec_base64, hex, base64, ed25519_public_hex, p256_spki_der_base64, x509_pem, whsec_base64_or_utf8, ed25519_public_base64, key_id_and_secret)"#,
+            r#"packs.linear.secret_format: unknown secret format "pem" (expected utf8, whsec_base64, hex, base64, ed25519_public_hex, p256_spki_der_base64, x509_pem, whsec_base64_or_utf8, ed25519_public_base64, key_id_and_secret, utf8_nfkd)"#,
         ),
         (
             r#""tolerance_seconds": 60"#,
@@ -1175,7 +1188,8 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""encoding": "hex""#,
             r#""encoding": "hex", "query_param": "token""#,
-            "packs.linear.signature.query_param: only for the shared_token scheme",
+            "packs.linear.signature.query_param: the signature is in headers or in a query \
+             parameter, not both",
         ),
     ];
     for (from, to, want) in cases {

@@ -5,7 +5,10 @@
 
 use super::PostgresStore;
 use crate::StoreError;
-use crate::keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
+use crate::keys::{
+    KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload, key_version_rows,
+    sealed_payload,
+};
 
 /// Stored payloads only (`payload IS NOT NULL`: the partial index of version 9).
 const KEY_ROWS: &str = "SELECT payload_key_version, count(*) FROM inbox \
@@ -30,23 +33,11 @@ const RESEAL: &str = "UPDATE inbox AS i \
        AND i.payload IS NOT NULL AND (i.lease_until IS NULL OR i.lease_until <= $6) \
      RETURNING i.inbox_id";
 
-fn version(value: i64) -> Result<u32, StoreError> {
-    u32::try_from(value)
-        .map_err(|_| StoreError::Corrupt(format!("payload key version {value} out of range")))
-}
-
 #[async_trait::async_trait]
 impl PayloadKeyStore for PostgresStore {
     async fn payload_key_rows(&self) -> Result<Vec<KeyVersionRows>, StoreError> {
         let rows = self.query(KEY_ROWS, &[]).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(KeyVersionRows {
-                    version: version(r.get(0))?,
-                    rows: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
-                })
-            })
-            .collect()
+        rows.iter().map(key_version_rows).collect()
     }
 
     async fn sealed_under(
@@ -62,18 +53,7 @@ impl PayloadKeyStore for PostgresStore {
         let rows = self
             .query(SEALED_UNDER, &[&key_version, &after, &now_ms, &limit])
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(SealedPayload {
-                    inbox_id: r.get(0),
-                    provider: r.get(1),
-                    endpoint_id: r.get(2),
-                    provider_event_id: r.get(3),
-                    key_version: version(r.get(4))?,
-                    payload: r.get(5),
-                })
-            })
-            .collect()
+        rows.iter().map(sealed_payload).collect()
     }
 
     async fn reseal(&self, rows: Vec<ResealedPayload>, now_ms: i64) -> Result<u64, StoreError> {

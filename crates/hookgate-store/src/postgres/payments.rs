@@ -5,7 +5,7 @@ use deadpool_postgres::Transaction;
 use super::PostgresStore;
 use super::tx::Failed;
 use crate::StoreError;
-use crate::payments::{SELECT, UPSERT, payment_state};
+use crate::payments::{SELECT, UPSERT, payment_state, upsert_values};
 use crate::processing::{BusinessChange, PaymentState};
 
 /// Applies one handler's business change inside the processing transaction.
@@ -15,26 +15,19 @@ pub(super) async fn apply(
     change: &BusinessChange,
     fetch_seq: i64,
 ) -> Result<(), Failed> {
-    let BusinessChange::UpsertPaymentState {
-        object_id,
-        object_type,
-        status,
-        amount,
-        currency,
-        refreshed_at_ms,
-        last_event_id,
-    } = change;
+    let (object_id, object_type, status, amount, currency, refreshed_at_ms, last_event_id) =
+        upsert_values(change);
     let stmt = tx.prepare_cached(UPSERT.postgres()).await?;
     tx.execute(
         &stmt,
         &[
-            object_id,
-            object_type,
-            status,
-            amount,
-            currency,
-            refreshed_at_ms,
-            last_event_id,
+            &object_id,
+            &object_type,
+            &status,
+            &amount,
+            &currency,
+            &refreshed_at_ms,
+            &last_event_id,
             &fetch_seq,
         ],
     )

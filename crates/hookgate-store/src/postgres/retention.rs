@@ -160,16 +160,7 @@ async fn delete_rows_in(
 
 async fn purge_in(tx: &Transaction<'_>, request: &PurgeRequest<'_>) -> Result<PurgeBatch, Failed> {
     let selection: &PurgeSelection = request.selection;
-    let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
-    for id in &selection.inbox_ids {
-        params.push(id);
-    }
-    if let Some(e) = &selection.endpoint_id {
-        params.push(e);
-    }
-    if let Some(t) = &selection.received_before_ms {
-        params.push(t);
-    }
+    let params: Vec<&(dyn ToSql + Sync)> = selection.params(|s| s as _, |n| n as _);
     let conditions = selection.conditions(1, |n| format!("${n}"));
     let now = params.len() + 1;
     let limit = i64::from(request.limit);

@@ -161,9 +161,10 @@ pub(super) fn connector(
     config.ssl_mode(settings.mode.driver_mode());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier: Arc<dyn ServerCertVerifier> = match settings.mode {
-        SslMode::Disable | SslMode::Prefer | SslMode::Require => {
-            Arc::new(EncryptOnly(Arc::clone(&provider)))
-        }
+        SslMode::Disable | SslMode::Prefer | SslMode::Require => Arc::new(ServerCheck {
+            provider: Arc::clone(&provider),
+            chain: None,
+        }),
         SslMode::VerifyCa | SslMode::VerifyFull => {
             let roots = load_roots(settings.root_cert.as_ref())?;
             let webpki =
@@ -171,7 +172,10 @@ pub(super) fn connector(
                     .build()
                     .map_err(|e| StoreError::Config(format!("sslrootcert: {e}")))?;
             if settings.mode == SslMode::VerifyCa {
-                Arc::new(ChainOnly(webpki))
+                Arc::new(ServerCheck {
+                    provider: Arc::clone(&provider),
+                    chain: Some(webpki),
+                })
             } else {
                 webpki
             }
@@ -212,62 +216,20 @@ fn load_roots(root_cert: Option<&RootCert>) -> Result<RootCertStore, StoreError>
     Ok(roots)
 }
 
-/// `prefer` / `require`: encrypted, the certificate not checked (as in libpq). The handshake
-/// signatures are still verified, so the session is bound to the certificate's key.
+/// What `prefer` / `require` and `verify-ca` check of the server (`verify-full` is WebPKI's own
+/// verifier). The handshake signatures are always verified, so the session is bound to the
+/// certificate's key.
 #[derive(Debug)]
-struct EncryptOnly(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct ServerCheck {
+    provider: Arc<CryptoProvider>,
+    /// `None`: encrypted, the certificate not checked (`prefer` / `require`, as in libpq).
+    /// `Some`: `verify-ca`, the chain must lead to a trusted root and the host name is not
+    /// compared: WebPKI checks the chain before the name, so a name mismatch means the chain
+    /// was good.
+    chain: Option<Arc<WebPkiServerVerifier>>,
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the host name is not compared. WebPKI
-/// checks the chain before the name, so a name mismatch means the chain was good.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for ServerCheck {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -276,10 +238,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -293,7 +255,12 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -302,11 +269,18 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 

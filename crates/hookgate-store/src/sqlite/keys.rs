@@ -6,8 +6,12 @@ use rusqlite::Connection;
 
 use super::SqliteStore;
 use super::command::Failed;
+use super::read::mapped;
 use crate::StoreError;
-use crate::keys::{KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload};
+use crate::keys::{
+    KeyVersionRows, PayloadKeyStore, ResealedPayload, SealedPayload, key_version_rows,
+    sealed_payload,
+};
 use crate::processing::ProcessingError;
 
 /// Stored payloads only: a purged payload has no `inbox_payload` row.
@@ -29,10 +33,6 @@ const RESEAL_INBOX: &str = "UPDATE inbox SET payload_key_version = ?2, payload_d
        AND EXISTS (SELECT 1 FROM inbox_payload WHERE inbox_id = ?1)";
 
 const RESEAL_PAYLOAD: &str = "UPDATE inbox_payload SET payload = ?2 WHERE inbox_id = ?1";
-
-fn version(value: i64) -> rusqlite::Result<u32> {
-    u32::try_from(value).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(0, value))
-}
 
 fn reseal_rows(conn: &Connection, rows: &[ResealedPayload], now_ms: i64) -> rusqlite::Result<u64> {
     let mut written = 0;
@@ -60,13 +60,8 @@ impl PayloadKeyStore for SqliteStore {
     async fn payload_key_rows(&self) -> Result<Vec<KeyVersionRows>, StoreError> {
         self.read(|conn| {
             let mut stmt = conn.prepare_cached(KEY_ROWS)?;
-            stmt.query_map([], |r| {
-                Ok(KeyVersionRows {
-                    version: version(r.get(0)?)?,
-                    rows: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
-                })
-            })?
-            .collect()
+            stmt.query_map([], mapped(|r| key_version_rows(r)))?
+                .collect()
         })
         .await
     }
@@ -81,16 +76,10 @@ impl PayloadKeyStore for SqliteStore {
         let after = after.unwrap_or("").to_owned();
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(SEALED_UNDER)?;
-            stmt.query_map(rusqlite::params![key_version, after, now_ms, limit], |r| {
-                Ok(SealedPayload {
-                    inbox_id: r.get(0)?,
-                    provider: r.get(1)?,
-                    endpoint_id: r.get(2)?,
-                    provider_event_id: r.get(3)?,
-                    key_version: version(r.get(4)?)?,
-                    payload: r.get(5)?,
-                })
-            })?
+            stmt.query_map(
+                rusqlite::params![key_version, after, now_ms, limit],
+                mapped(|r| sealed_payload(r)),
+            )?
             .collect()
         })
         .await

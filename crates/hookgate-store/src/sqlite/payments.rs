@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension};
 
 use super::read::mapped;
-use crate::payments::{SELECT, UPSERT, payment_state};
+use crate::payments::{SELECT, UPSERT, payment_state, upsert_values};
 use crate::processing::{BusinessChange, PaymentState};
 
 /// Applies one handler's business change inside the processing transaction.
@@ -13,15 +13,8 @@ pub(super) fn apply(
     change: &BusinessChange,
     fetch_seq: i64,
 ) -> rusqlite::Result<()> {
-    let BusinessChange::UpsertPaymentState {
-        object_id,
-        object_type,
-        status,
-        amount,
-        currency,
-        refreshed_at_ms,
-        last_event_id,
-    } = change;
+    let (object_id, object_type, status, amount, currency, refreshed_at_ms, last_event_id) =
+        upsert_values(change);
     tx.prepare_cached(UPSERT.sqlite())?
         .execute(rusqlite::params![
             object_id,

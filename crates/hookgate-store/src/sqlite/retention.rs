@@ -169,16 +169,7 @@ impl RetentionStore for SqliteStore {
         let (limit, now_ms) = (request.limit, request.now_ms);
         let (actor, audit_id) = (request.actor.to_owned(), request.audit_id.to_owned());
         self.write(move |conn| {
-            let mut params: Vec<&dyn ToSql> = Vec::new();
-            for id in &selection.inbox_ids {
-                params.push(id);
-            }
-            if let Some(e) = &selection.endpoint_id {
-                params.push(e);
-            }
-            if let Some(t) = &selection.received_before_ms {
-                params.push(t);
-            }
+            let params: Vec<&dyn ToSql> = selection.params(|s| s as _, |n| n as _);
             let conditions = selection.conditions(1, |n| format!("?{n}"));
             let limit = i64::from(limit);
             let sql = format!(

@@ -114,6 +114,13 @@ pub fn sign_delivery(
         ),
         Signer::Secret(config) => {
             let material = trusted_secret_blocking(config, endpoint, timestamp)?;
+            if material.is_ed25519_public() {
+                bail!(
+                    "endpoint {}'s first trusted secret is a whpk_ public key, which cannot sign: \
+                     pass --private-key FILE holding the whsk_ secret key",
+                    endpoint.id
+                );
+            }
             Ok(pack.sign_delivery(&material, &request, &target))
         }
     }

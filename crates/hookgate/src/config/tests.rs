@@ -1329,6 +1329,12 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&http_destination(
+                "signing_secrets = [\"whpk_dsbrSEy1BnmWGQrsgrkDiO3E0DEWITMBpdI/RGrdPlI=\"]\n",
+            )),
+            "config error at `destinations[0].signing_secrets[0]`: a whpk_ public key cannot sign: give the whsec_ secret the destination verifies",
+        ),
+        (
+            plus(&http_destination(
                 "signing_secrets = [\"env:HOOKGATE_TEST_UNSET_VAR\"]\n",
             )),
             "config error at `destinations[0].signing_secrets[0]`: environment variable HOOKGATE_TEST_UNSET_VAR is not set or not valid UTF-8",

@@ -198,6 +198,61 @@ fn send_shows_accepted_then_duplicate_for_every_example() {
     gateway.terminate();
 }
 
+/// `send` for a provider that signs in a query parameter (PandaDoc's `?signature=`): the
+/// signature rides on the URL it posts to, the gateway verifies it there, and the same body
+/// again is a duplicate (no event id: the body digest).
+#[tokio::test]
+async fn send_puts_a_query_signature_on_the_url_it_posts_to() {
+    let files = TestGateway::builder()
+        .endpoints(&endpoint_toml("pd", "pandadoc", &["pd-dev-shared-key"], ""))
+        .write()
+        .await;
+    let serve = files.serve(None);
+    let payload = files.dir.path().join("pandadoc.json");
+    std::fs::write(
+        &payload,
+        r#"[{"event":"document_state_changed","data":{"id":"msFYActMfJHqNTKH8YSvF1","status":"document.completed"}}]"#,
+    )
+    .unwrap();
+    let url = format!("http://{}/webhooks/pd", serve.addr());
+    let send = || {
+        let out = Command::new(binary())
+            .args(["send", "--config"])
+            .arg(&files.config_path)
+            .args(["--endpoint", "pd", "--url", &url])
+            .arg(&payload)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = send();
+    assert!(first.contains("\"status\":\"accepted\""), "{first}");
+    let second = send();
+    assert!(second.contains("\"status\":\"duplicate\""), "{second}");
+    // Without the parameter the same body is refused before anything is stored.
+    let bare = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(std::fs::read(&payload).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 400);
+    let store = files.open_store().await;
+    let rows = store
+        .list_events(&hookgate_store::EventFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1, "one stored event");
+    serve.terminate();
+}
+
 /// `serve` and `worker` report where they listen in one line on stdout, in the agreed shape,
 /// with the ports the kernel picked for port 0; a worker has no webhook listener.
 #[tokio::test]

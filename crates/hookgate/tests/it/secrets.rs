@@ -527,12 +527,21 @@ async fn retirement_wins_when_the_retired_source_is_gone_and_failed_reloads_show
         metric(admin, "hookgate_config_reload_failures_total"),
         Some(0.0)
     );
+    assert_eq!(
+        metric(admin, "hookgate_config_last_reload_successful"),
+        Some(1.0)
+    );
     std::fs::write(&files.config_path, "this is = not [valid").unwrap();
     p.signal("-HUP");
     p.wait_for_log("reload failed");
     assert_eq!(
         metric(admin, "hookgate_config_reload_failures_total"),
         Some(1.0)
+    );
+    assert_eq!(
+        metric(admin, "hookgate_config_last_reload_successful"),
+        Some(0.0),
+        "the alert's signal stays down until a reload succeeds"
     );
     let shown = problems(admin);
     assert!(
@@ -548,6 +557,10 @@ async fn retirement_wins_when_the_retired_source_is_gone_and_failed_reloads_show
         "a good reload to clear the problem",
         REFRESH_DEADLINE,
         || problems(admin).is_empty(),
+    );
+    assert_eq!(
+        metric(admin, "hookgate_config_last_reload_successful"),
+        Some(1.0)
     );
     let logs = p.terminate();
     assert!(

@@ -85,6 +85,12 @@ impl RawHttpDestination {
             let material = pack
                 .decode_secret(value.expose())
                 .map_err(|e| err(&key, format!("{e} (a whsec_ Standard Webhooks secret)")))?;
+            if material.is_ed25519_public() {
+                return Err(err(
+                    &key,
+                    "a whpk_ public key cannot sign: give the whsec_ secret the destination verifies",
+                ));
+            }
             signing_secrets.push(Arc::new(material));
             secret_sources.push(source);
         }
