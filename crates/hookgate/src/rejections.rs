@@ -340,6 +340,41 @@ mod tests {
     }
 
     #[test]
+    fn a_full_ring_drops_and_counts_without_waiting() {
+        let log = RejectionLog::new(true);
+        let headers = HeaderMap::new();
+        let digest = |_: &[u8]| [0u8; 32];
+        let total = RING_CAPACITY + 500;
+        // 100 a minute are all kept: spread over minutes so every one is sampled.
+        for i in 0..total {
+            log.record(Rejected {
+                at_ms: (i as i64 / 100) * MINUTE_MS,
+                endpoint: "ep",
+                cause: "invalid_signature",
+                reason: None,
+                headers: &headers,
+                body: Some(b"forged"),
+                digest: &digest,
+            });
+        }
+        assert_eq!(
+            log.dropped(),
+            500,
+            "nobody drains the ring: the excess is dropped"
+        );
+        let mut rx = log.rx.lock().unwrap().take().unwrap();
+        let mut queued = 0;
+        while let Ok(e) = rx.try_recv() {
+            assert_eq!(e.body_size, Some(6));
+            assert_eq!(e.body_digest.as_deref(), Some(&[0u8; 32][..]));
+            queued += 1;
+        }
+        assert_eq!(queued, RING_CAPACITY);
+        let seen: u64 = log.take_counts().iter().map(|c| c.seen).sum();
+        assert_eq!(seen, total as u64, "dropped entries are still counted");
+    }
+
+    #[test]
     fn header_values_are_redacted_except_harmless_ones() {
         let mut h = HeaderMap::new();
         h.insert("content-type", "application/json".parse().unwrap());
