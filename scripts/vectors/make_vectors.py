@@ -131,6 +131,8 @@ def signed_bytes(template, body, headers, ts_text, event_id, url, options, items
             out += body
         elif placeholder == "body_crc32":
             out += str(zlib.crc32(body) & 0xFFFFFFFF).encode()
+        elif placeholder == "body_sha256":
+            out += hashlib.sha256(body).hexdigest().encode()
         elif placeholder == "ts":
             out += ts_text.encode()
         elif placeholder == "id":

@@ -104,12 +104,15 @@ impl<'a> RequestContext<'a> {
     }
 }
 
-/// A response the provider requires: status, content type (none for an empty body), body.
+/// A response the provider requires: status, content type (none for an empty body), body,
+/// and the response headers a handshake answers with (RingCentral's `Validation-Token`;
+/// `X-Content-Type-Options: nosniff` on echoed text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
     pub status: u16,
     pub content_type: Option<&'static str>,
     pub body: Vec<u8>,
+    pub headers: Vec<(&'static str, String)>,
 }
 
 /// What a verified request turned out to be.

@@ -9,12 +9,12 @@
 
 use super::spec::PackSpec;
 use super::syntax::{
-    Paths, answer_rules, batch_rule, header_name, header_names, id_rule, keep, keep_all, locations,
-    non_empty, option_rules, pick, signature_format, template, timestamp_rule,
+    Paths, answer_rules, batch_rule, header_names, id_rule, keep, keep_all, locations, non_empty,
+    pick, timestamp_rule,
 };
 use super::{
-    Algorithm, Encoding, Evidence, FieldsRule, IdFallback, IdRule, Location, Pack, PackError, Part,
-    ReplayDefence, RetriesKeepId, Scheme, SecretFormat, SignatureFormat, TokenSource,
+    Encoding, Evidence, IdFallback, IdRule, Location, Pack, PackError, Part, ReplayDefence,
+    RetriesKeepId, Scheme, SecretFormat, SignatureFormat,
 };
 
 /// What the signature of a scheme covers, to check the pack's `signed` flags.
@@ -33,7 +33,11 @@ impl Coverage<'_> {
             Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
             Scheme::FieldsHmac => false,
             Scheme::JwtHmac => self.jwt_body,
-            _ => self.template.contains(&Part::Body),
+            // A SHA-256 of the body binds it as well as the body itself; a CRC does not.
+            _ => self
+                .template
+                .iter()
+                .any(|p| matches!(p, Part::Body | Part::BodySha256)),
         }
     }
 
@@ -199,197 +203,29 @@ impl PackSpec {
             ));
         }
 
-        let sig = &self.signature;
         let (token_source, token_form) = super::generic::token_settings(paths, self, scheme)?;
         let gzip = super::generic::gzip_declared(paths, self)?;
-        let header_required =
-            !matches!(scheme, Scheme::FieldsHmac) && token_source == TokenSource::Header;
-        if header_required && sig.headers.is_empty() {
-            return Err(paths.err("signature.headers", "name at least one header"));
-        }
-        let signature_headers = sig
-            .headers
-            .iter()
-            .enumerate()
-            .map(|(i, h)| header_name(paths, &format!("signature.headers[{i}]"), h))
-            .collect::<Result<Vec<_>, _>>()?;
-        let hmac_based = matches!(
-            scheme,
-            Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac
-        );
-        let algorithm = match (&sig.algorithm, hmac_based) {
-            (Some(text), true) => pick(
-                paths,
-                "signature.algorithm",
-                "algorithm",
-                text,
-                &[
-                    ("hmac-sha1", Algorithm::Sha1),
-                    ("hmac-sha256", Algorithm::Sha256),
-                    ("hmac-sha512", Algorithm::Sha512),
-                ],
-            )?,
-            (None, true) => {
-                return Err(paths.err("signature.algorithm", "required by HMAC schemes"));
-            }
-            (Some(_), false) => {
-                return Err(paths.err(
-                    "signature.algorithm",
-                    format!("the {} scheme fixes its algorithm", scheme.as_str()),
-                ));
-            }
-            // Unused by the scheme; a placeholder keeps the struct simple.
-            (None, false) => Algorithm::Sha256,
-        };
-        let encoding = pick(
+        let super::signature_rules::SignatureRules {
+            signature_headers,
+            algorithm,
+            encoding,
+            jwt,
+            format,
+            parts,
+            option_rules,
+            fields,
+            key_id_header,
+            nonce_header,
+            algorithm_header,
+            body_hash_param,
+            required_headers,
+        } = super::signature_rules::signature_rules(
             paths,
-            "signature.encoding",
-            "encoding",
-            &sig.encoding,
-            &[
-                ("hex", Encoding::Hex),
-                ("base64", Encoding::Base64),
-                ("base64url", Encoding::Base64Url),
-                ("base64_hex", Encoding::Base64Hex),
-                ("text", Encoding::Text),
-            ],
+            self,
+            scheme,
+            secret_format,
+            token_source,
         )?;
-        if (encoding == Encoding::Text) != matches!(scheme, Scheme::SharedToken | Scheme::JwtHmac) {
-            return Err(paths.err(
-                "signature.encoding",
-                "\"text\" is the encoding of shared tokens and JWTs, and only theirs",
-            ));
-        }
-        let jwt = super::syntax::jwt_rule(paths, scheme, sig.jwt.as_ref())?;
-        let format = match &sig.format {
-            Some(f) => signature_format(paths, f)?,
-            // A shared token is the header's whole value unless a format says otherwise.
-            None if (header_required || !signature_headers.is_empty())
-                && scheme != Scheme::SharedToken =>
-            {
-                return Err(paths.err("signature.format", "required with signature headers"));
-            }
-            None => SignatureFormat::Plain {
-                prefix: None,
-                prefix_optional: false,
-                repeated_header: false,
-                each_header: false,
-                separator: None,
-            },
-        };
-        super::ed25519_versions::check(paths, scheme, secret_format, &format)?;
-        let parts = match (&sig.signed, scheme.uses_template()) {
-            (Some(text), true) => template(paths, text)?,
-            (None, true) => {
-                return Err(paths.err(
-                    "signature.signed",
-                    format!("required by the {} scheme", scheme.as_str()),
-                ));
-            }
-            (Some(_), false) => {
-                return Err(paths.err(
-                    "signature.signed",
-                    format!("the {} scheme builds its own signed bytes", scheme.as_str()),
-                ));
-            }
-            (None, false) => Vec::new(),
-        };
-        let option_rules = option_rules(paths, self)?;
-        super::key_value::check_signature_items(paths, &parts, &format)?;
-        for part in &parts {
-            if let Part::Option(name) = part
-                && !option_rules.iter().any(|o| o.name == *name && o.required)
-            {
-                return Err(paths.err(
-                    "signature.signed",
-                    format!("{{option:{name}}} needs a required option {name:?} in options"),
-                ));
-            }
-        }
-        let fields = if scheme == Scheme::FieldsHmac {
-            if sig.fields.is_empty() {
-                return Err(paths.err("signature.fields", "name the signed fields"));
-            }
-            for (i, f) in sig.fields.iter().enumerate() {
-                if !f.starts_with('/') {
-                    return Err(paths.err(
-                        &format!("signature.fields[{i}]"),
-                        format!("JSON pointer {f:?} must start with \"/\""),
-                    ));
-                }
-            }
-            let signature = match &sig.field_signature {
-                Some(s) if s.starts_with('/') => keep(s),
-                _ => {
-                    return Err(paths.err(
-                        "signature.field_signature",
-                        "the JSON pointer of the signature inside the signed object",
-                    ));
-                }
-            };
-            if self.batch.is_none() && sig.object.is_empty() {
-                return Err(paths.err(
-                    "signature.object",
-                    "without a batch, name where the signed object lives",
-                ));
-            }
-            Some(FieldsRule {
-                fields: sig.fields.iter().map(|f| keep(f)).collect(),
-                separator: keep(&sig.field_separator),
-                signature,
-                object: sig.object.iter().map(|o| keep(o)).collect(),
-            })
-        } else {
-            if !sig.fields.is_empty() || sig.field_signature.is_some() || !sig.object.is_empty() {
-                return Err(paths.err("signature.fields", "only for the fields_hmac scheme"));
-            }
-            None
-        };
-        let key_id_header = sig
-            .key_id_header
-            .as_deref()
-            .map(|h| header_name(paths, "signature.key_id_header", h))
-            .transpose()?;
-        let keyed = secret_format == SecretFormat::KeyIdAndSecret;
-        if keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac) {
-            return Err(paths.err(
-                "signature.key_id_header",
-                "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
-            ));
-        }
-        let nonce_header = match (&sig.nonce_header, scheme == Scheme::UrlNonceHmac) {
-            (Some(h), true) => Some(header_name(paths, "signature.nonce_header", h)?),
-            (None, true) => {
-                return Err(paths.err("signature.nonce_header", "required by url_nonce_hmac"));
-            }
-            (Some(_), false) => {
-                return Err(paths.err("signature.nonce_header", "only for url_nonce_hmac"));
-            }
-            (None, false) => None,
-        };
-        let url_scheme = scheme == Scheme::UrlParamsHmac;
-        if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
-            return Err(paths.err(
-                "signature.body_hash_param",
-                "only for the url_params_hmac scheme",
-            ));
-        }
-        if url_scheme && sig.body_hash_param.is_none() {
-            return Err(paths.err(
-                "signature.body_hash_param",
-                "required: a non-form body is bound by its hash",
-            ));
-        }
-        let algorithm_header = sig
-            .algorithm_header
-            .as_deref()
-            .map(|h| header_name(paths, "signature.algorithm_header", h))
-            .transpose()?;
-        let body_hash_param = sig
-            .body_hash_param
-            .as_deref()
-            .map(|p| non_empty(paths, "signature.body_hash_param", p))
-            .transpose()?;
 
         let timestamp = self
             .timestamp
@@ -586,7 +422,7 @@ impl PackSpec {
             .handshakes
             .iter()
             .enumerate()
-            .map(|(i, h)| super::syntax::handshake(paths, i, h))
+            .map(|(i, h)| super::handshake::handshake(paths, i, h))
             .collect::<Result<Vec<_>, _>>()?;
         for (i, h) in handshakes.iter().enumerate() {
             if let Some((_, option)) = h.token
@@ -742,6 +578,7 @@ impl PackSpec {
             key_id_header,
             jwt,
             nonce_header,
+            required_headers,
             duplicate_checked_headers: keep_all(unique),
         })
     }

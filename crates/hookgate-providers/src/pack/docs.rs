@@ -177,7 +177,10 @@ impl Pack {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
                     Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
                     Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
-                    _ => self.template.contains(&Part::Body),
+                    _ => self
+                        .template
+                        .iter()
+                        .any(|p| matches!(p, Part::Body | Part::BodySha256)),
                 };
                 body || self
                     .fields
@@ -258,6 +261,17 @@ impl Pack {
                         echo_field,
                         digest_field,
                     } => format!("{echo_field} + {digest_field} (hex HMAC of it)"),
+                    HandshakeAnswer::Digest {
+                        field,
+                        prefix,
+                        base64,
+                    } => format!(
+                        "{{\"{field}\": \"{prefix}\" + {} HMAC of the challenge}}",
+                        if base64 { "base64" } else { "hex" }
+                    ),
+                    HandshakeAnswer::EchoHeader { header } => {
+                        format!("200, the challenge in the {header} header")
+                    }
                     HandshakeAnswer::Constant {
                         status, body: "", ..
                     } => {
@@ -268,18 +282,28 @@ impl Pack {
                 let mut challenge = h.challenge.map_or(String::new(), |c| {
                     format!(" (challenge: {})", location_text(&c))
                 });
+                if let Some(format) = h.challenge_format {
+                    let _ = write!(
+                        challenge,
+                        "; challenge at most {} {:?} characters",
+                        format.max_length, format.chars
+                    );
+                }
                 if let Some((query, option)) = h.token {
                     let _ = write!(
                         challenge,
                         "; unsigned, proven by query {query} equal to options.{option}"
                     );
                 }
-                format!(
-                    "{} {} = {}: {answer}{challenge}",
-                    h.method,
-                    location_text(&h.when),
-                    h.equals
-                )
+                if h.unsigned {
+                    challenge.push_str("; unsigned");
+                }
+                let when = match (&h.when, h.equals) {
+                    (None, _) => "any request".to_owned(),
+                    (Some(l), Some(equals)) => format!("{} = {equals}", location_text(l)),
+                    (Some(l), None) => format!("{} present", location_text(l)),
+                };
+                format!("{} {when}: {answer}{challenge}", h.method)
             })
             .collect()
     }
@@ -545,6 +569,7 @@ impl Pack {
                     let _ = write!(out, "{{option:{o}}}");
                 }
                 Part::BodyCrc32 => out.push_str("{body_crc32}"),
+                Part::BodySha256 => out.push_str("{body_sha256}"),
                 Part::SignatureItem(k) => {
                     let _ = write!(out, "{{signature:{k}}}");
                 }

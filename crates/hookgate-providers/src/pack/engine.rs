@@ -28,7 +28,8 @@ pub(crate) struct TemplateInputs<'a> {
     pub(crate) header_values: &'a [String],
     pub(crate) url: Option<&'a str>,
     pub(crate) options: &'a super::EndpointOptions,
-    pub(crate) crc32: &'a str,
+    /// The text of the template's body digest (`{body_crc32}`, `{body_sha256}`), if any.
+    pub(crate) body_digest: &'a str,
 }
 
 impl Pack {
@@ -266,6 +267,17 @@ impl Pack {
         }
     }
 
+    /// The text of the body digest the template signs instead of the body, if any.
+    pub(crate) fn body_digest(&self, body: &[u8]) -> String {
+        if self.template.contains(&Part::BodyCrc32) {
+            crc32fast::hash(body).to_string()
+        } else if self.template.contains(&Part::BodySha256) {
+            super::primitives::sha256_hex(body)
+        } else {
+            String::new()
+        }
+    }
+
     /// The signed bytes, as borrowed parts.
     pub(crate) fn signed_parts<'a>(
         &'a self,
@@ -277,7 +289,7 @@ impl Pack {
             .map(|part| match part {
                 Part::Literal(bytes) => Ok(*bytes),
                 Part::Body => Ok(inputs.body),
-                Part::BodyCrc32 => Ok(inputs.crc32.as_bytes()),
+                Part::BodyCrc32 | Part::BodySha256 => Ok(inputs.body_digest.as_bytes()),
                 Part::Timestamp => inputs
                     .timestamp
                     .map(str::as_bytes)
@@ -464,15 +476,17 @@ impl Pack {
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
+        // A scheme version or algorithm the provider's verifier insists on (not secret).
+        if !self.required_headers.iter().all(|(name, value)| {
+            matches!(info_header(ctx.headers, &[name]), Ok(Some(sent)) if sent == *value)
+        }) {
+            return Err(Rejection::InvalidSignature);
+        }
         let mut field_timestamp = None;
         let verified = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
                 let url = ctx.signed_url();
-                let crc32 = if self.template.contains(&Part::BodyCrc32) {
-                    crc32fast::hash(body).to_string()
-                } else {
-                    String::new()
-                };
+                let body_digest = self.body_digest(body);
                 let inputs = TemplateInputs {
                     body,
                     timestamp: metadata.timestamp_text.as_deref(),
@@ -480,7 +494,7 @@ impl Pack {
                     header_values: &metadata.template_values,
                     url: url.as_deref(),
                     options: ctx.options,
-                    crc32: &crc32,
+                    body_digest: &body_digest,
                 };
                 let parts = self.signed_parts(&inputs)?;
                 match self.scheme {

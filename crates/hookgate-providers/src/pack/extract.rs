@@ -5,16 +5,10 @@
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::engine::scalar_text;
-use super::primitives::{self, sha256_hex};
-use super::{
-    Answer, AnswerRule, Delivery, HandshakeAnswer, HandshakeRule, IdFallback, IdRule, Location,
-    Pack, RequestContext,
-};
-use crate::common::{self, JSON, bad, info_header, json_at};
+use super::primitives::sha256_hex;
+use super::{Answer, AnswerRule, Delivery, IdFallback, IdRule, Location, Pack, RequestContext};
+use crate::common::{self, bad, info_header, json_at};
 use crate::{BadRequestReason, Envelope, Metadata, Rejection, SecretMaterial};
-
-const TEXT: &str = "text/plain";
 
 /// A form body as a JSON object of its fields (the first value of a repeated name wins).
 pub(crate) fn form_object(body: &[u8]) -> Value {
@@ -105,7 +99,12 @@ impl Pack {
         }
     }
 
-    fn present(&self, location: &Location, ctx: &RequestContext<'_>, json: &Value) -> bool {
+    pub(crate) fn present(
+        &self,
+        location: &Location,
+        ctx: &RequestContext<'_>,
+        json: &Value,
+    ) -> bool {
         match location {
             Location::Header(name) => ctx.headers.contains_key(*name),
             Location::Json { pointer, .. } => json_at(json, pointer).is_some_and(|v| !v.is_null()),
@@ -114,124 +113,6 @@ impl Pack {
                 .is_some_and(|q| common::form_field(q.as_bytes(), name).is_some()),
             Location::SignatureParam(_) => false,
         }
-    }
-
-    /// The query discriminator of a rule, as text.
-    fn query_value(ctx: &RequestContext<'_>, name: &str) -> Option<String> {
-        ctx.raw_query
-            .and_then(|q| common::form_field(q.as_bytes(), name))
-            .map(|v| String::from_utf8_lossy(&v).into_owned())
-    }
-
-    /// The token handshake this request is (a GET matching a rule with a `token`): it carries
-    /// no signature, so metadata, verification and extraction take their own path.
-    pub(crate) fn unsigned_handshake(&self, ctx: &RequestContext<'_>) -> Option<&HandshakeRule> {
-        self.handshakes.iter().find(|rule| {
-            rule.token.is_some()
-                && rule.method == *ctx.method
-                && match rule.when {
-                    Location::Query(name) => {
-                        Self::query_value(ctx, name).as_deref() == Some(rule.equals)
-                    }
-                    _ => false,
-                }
-        })
-    }
-
-    /// Whether the request's token equals the endpoint option the rule names, in constant
-    /// time; an unset option proves nothing.
-    pub(crate) fn handshake_token_matches(rule: &HandshakeRule, ctx: &RequestContext<'_>) -> bool {
-        let Some((query, option)) = rule.token else {
-            return false;
-        };
-        let (Some(sent), Some(expected)) = (Self::query_value(ctx, query), ctx.options.get(option))
-        else {
-            return false;
-        };
-        primitives::token_matches(expected.as_bytes(), sent.as_bytes())
-    }
-
-    fn handshake(
-        &self,
-        ctx: &RequestContext<'_>,
-        json: &Value,
-        key: Option<&SecretMaterial>,
-    ) -> Result<Option<Answer>, Rejection> {
-        for rule in &self.handshakes {
-            if rule.method != *ctx.method || rule.token.is_some() {
-                continue;
-            }
-            let discriminator = match rule.when {
-                Location::Header(name) => info_header(ctx.headers, &[name])?,
-                Location::Json { pointer, .. } => json_at(json, pointer).and_then(scalar_text),
-                Location::Query(name) => Self::query_value(ctx, name),
-                Location::SignatureParam(_) => None,
-            };
-            if discriminator.as_deref() != Some(rule.equals)
-                || !rule.also_present.iter().all(|l| self.present(l, ctx, json))
-            {
-                continue;
-            }
-            return self.handshake_answer(rule, ctx, json, key).map(Some);
-        }
-        Ok(None)
-    }
-
-    /// The answer to a matched handshake: its challenge echoed, digested or a constant.
-    pub(crate) fn handshake_answer(
-        &self,
-        rule: &HandshakeRule,
-        ctx: &RequestContext<'_>,
-        json: &Value,
-        key: Option<&SecretMaterial>,
-    ) -> Result<Answer, Rejection> {
-        let missing = bad(BadRequestReason::UnparseableEnvelope);
-        let challenge_text = match rule.challenge {
-            Some(Location::Json { pointer, .. }) => json_at(json, pointer)
-                .and_then(Value::as_str)
-                .ok_or(missing)?
-                .to_owned(),
-            Some(Location::Query(name)) => Self::query_value(ctx, name).ok_or(missing)?,
-            _ => String::new(),
-        };
-        let challenge_text = challenge_text.as_str();
-        let answer = match rule.answer {
-            HandshakeAnswer::EchoText => Answer {
-                status: 200,
-                content_type: Some(TEXT),
-                body: challenge_text.as_bytes().to_vec(),
-            },
-            HandshakeAnswer::EchoJson { field } => {
-                let mut answer = serde_json::Map::new();
-                answer.insert(field.to_owned(), Value::from(challenge_text));
-                json_answer(Value::Object(answer))
-            }
-            HandshakeAnswer::EchoWithDigest {
-                echo_field,
-                digest_field,
-            } => {
-                // The answer proves the secret; without the matched key there is none.
-                let key = key.ok_or(bad(BadRequestReason::UnparseableEnvelope))?;
-                let tag = self
-                    .algorithm
-                    .mac(key.expose(), &[challenge_text.as_bytes()]);
-                let digest = common::encode_lower_hex(&tag[..self.algorithm.tag_len()]);
-                let mut answer = serde_json::Map::new();
-                answer.insert(echo_field.to_owned(), Value::from(challenge_text));
-                answer.insert(digest_field.to_owned(), Value::from(digest));
-                json_answer(Value::Object(answer))
-            }
-            HandshakeAnswer::Constant {
-                status,
-                content_type,
-                body,
-            } => Answer {
-                status,
-                content_type,
-                body: body.as_bytes().to_vec(),
-            },
-        };
-        Ok(answer)
     }
 
     fn envelope(
@@ -291,6 +172,7 @@ impl Pack {
                 rule.content_type
             },
             body: body.as_bytes().to_vec(),
+            headers: Vec::new(),
         })
     }
 
@@ -318,9 +200,16 @@ impl Pack {
                 .handshake_answer(rule, ctx, &Value::Null, key)
                 .map(Delivery::Handshake);
         }
-        let json = self.document(ctx.headers, body)?;
-        if let Some(answer) = self.handshake(ctx, &json, key)? {
+        // A verified handshake recognised by its head alone (a GET has no body to parse).
+        if let Some(answer) = self.handshake(ctx, None, key)? {
             return Ok(Delivery::Handshake(answer));
+        }
+        let json = self.document(ctx.headers, body)?;
+        if let Some(answer) = self.handshake(ctx, Some(&json), key)? {
+            return Ok(Delivery::Handshake(answer));
+        }
+        if !(json.is_object() || json.is_array()) && self.documents_must_be_structured() {
+            return Err(bad(BadRequestReason::UnparseableEnvelope));
         }
         let batch_items = self.batch.as_ref().and_then(|batch| {
             let items = json_at(&json, batch.items)?.as_array()?;
@@ -352,13 +241,5 @@ impl Pack {
             answer: self.answer(ctx, &json),
             replay_key,
         })
-    }
-}
-
-fn json_answer(value: Value) -> Answer {
-    Answer {
-        status: 200,
-        content_type: Some(JSON),
-        body: value.to_string().into_bytes(),
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 
-use super::{Pack, RequestContext};
+use super::{Pack, RequestContext, primitives};
 use crate::common::{self, bad};
 use crate::{BadRequestReason, Rejection, SecretMaterial, TrustedSecret, Verified};
 
@@ -93,6 +93,8 @@ pub(crate) struct HashClaim {
 pub(crate) struct JwtRule {
     pub(crate) algorithms: Vec<JwtAlgorithm>,
     pub(crate) issuer: Option<&'static str>,
+    /// `iss` is the key id of the secret (`key_id_and_secret`) that signs.
+    pub(crate) issuer_is_key_id: bool,
     /// `sub` must be the signed URL (QStash).
     pub(crate) subject_is_url: bool,
     pub(crate) url_hash: Option<HashClaim>,
@@ -108,6 +110,9 @@ impl JwtRule {
         let mut binds = Vec::new();
         if let Some(iss) = self.issuer {
             binds.push(format!("`iss` = `{iss}`"));
+        }
+        if self.issuer_is_key_id {
+            binds.push("`iss` = the key id of the secret".to_owned());
         }
         if self.subject_is_url {
             binds.push("`sub` = `{url}`".to_owned());
@@ -226,12 +231,20 @@ impl Pack {
                 .first()
                 .ok_or(bad(BadRequestReason::MissingSignature))?,
         )?;
+        // With `issuer_is_key_id`, the (not yet verified) `iss` only selects the key to try.
+        let issuer = token.claims.get("iss").and_then(Value::as_str);
         let matched_secret_index = secrets
             .iter()
             .position(|secret| {
-                let expected = token
-                    .algorithm
-                    .mac(secret.key.expose(), &token.signing_input);
+                let key = if rule.issuer_is_key_id {
+                    match primitives::split_key_id(secret.key.expose()) {
+                        Some((id, key)) if Some(id) == issuer.map(str::as_bytes) => key,
+                        _ => return false,
+                    }
+                } else {
+                    secret.key.expose()
+                };
+                let expected = token.algorithm.mac(key, &token.signing_input);
                 bool::from(expected.ct_eq(token.signature.as_slice()))
             })
             .ok_or(Rejection::InvalidSignature)?;
@@ -301,6 +314,13 @@ impl Pack {
         if let Some(iss) = rule.issuer {
             claims.insert("iss".into(), Value::from(iss));
         }
+        let key = if rule.issuer_is_key_id {
+            let (id, key) = primitives::split_key_id(key.expose())?;
+            claims.insert("iss".into(), Value::from(String::from_utf8_lossy(id)));
+            key
+        } else {
+            key.expose()
+        };
         if rule.subject_is_url {
             claims.insert("sub".into(), Value::from(url?));
         }
@@ -328,7 +348,7 @@ impl Pack {
             URL_SAFE_NO_PAD.encode(header.to_string()),
             URL_SAFE_NO_PAD.encode(Value::Object(claims).to_string())
         );
-        let signature = algorithm.mac(key.expose(), input.as_bytes());
+        let signature = algorithm.mac(key, input.as_bytes());
         Some(format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature)))
     }
 }

@@ -1,13 +1,13 @@
 //! Providers as data: a **pack** declares how one provider signs its webhooks, and one engine
 //! ([`Pack`]) executes it in the ingress order of the crate root.
 //!
-//! Code map: `spec` (the JSON form), `syntax` + `compile` (validation into [`Pack`]), `engine`
-//! (metadata, verification, freshness), `schemes` (the URL- and field-signing schemes),
-//! `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens, secret formats), `extract`
-//! (events, batches, handshakes, answers), `sign` (the provider's side), `api` (request
-//! context, options, outcomes), `docs` (listing), `page` (`providers show` and
-//! `docs/providers.md`), `provider_page` (`docs/providers/<id>.md`), `citations` (the
-//! `citations` and the evidence rule).
+//! Code map: `spec` (the JSON form), `syntax` + `compile` + `signature_rules` (validation
+//! into [`Pack`]), `engine` (metadata, verification, freshness), `schemes` (the URL- and
+//! field-signing schemes), `primitives` (HMAC, Ed25519, ECDSA P-256, RSA, shared tokens,
+//! secret formats), `extract` (events, batches, handshakes, answers), `sign` (the provider's
+//! side), `api` (request context, options, outcomes), `docs` (listing), `page` (`providers
+//! show` and `docs/providers.md`), `provider_page` (`docs/providers/<id>.md`), `citations`
+//! (the `citations` and the evidence rule).
 //!
 //! # Schema (`packs/<id>.json`)
 //!
@@ -42,7 +42,7 @@
 //! - `signature`: `headers` (lookup order), `algorithm` (HMAC schemes: `hmac-sha1` |
 //!   `hmac-sha256` | `hmac-sha512`), `encoding` (`hex` lower case | `base64` | `base64url` |
 //!   `text` for shared tokens and JWTs), `signed` (template schemes: literal text and `{body}` or
-//!   `{body_crc32}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
+//!   `{body_crc32}` or `{body_sha256}` — exactly once —, `{ts}` and `{id}` as sent, `{header:Name}`, `{url}` —
 //!   the endpoint's `public_url`, its query replaced by the request's —, `{option:name}`,
 //!   `{signature:key}` (an item of a `key_value` header);
 //!   parsed once at compile time), and `format`, one of
@@ -62,12 +62,15 @@
 //!     query parameter of the URL the provider calls (PandaDoc), read from the request's
 //!     query, else from `public_url`'s; `sign` appends it to the URL.
 //!
-//!   `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
+//!   `required_headers` (`{"Name": "value"}`, any scheme): headers the provider's verifier
+//!   requires with exactly that value (Box's signature version and algorithm), else
+//!   `invalid_signature`. `url_params_hmac` adds `algorithm_header` (a header whose `algorithm=` item selects the
 //!   HMAC) and `body_hash_param` (the query parameter binding a non-form body); `fields_hmac`
 //!   adds `fields` (pointers inside the signed object), `field_separator`, `field_signature`
 //!   and, without a batch, `object` (candidate pointers of the signed object, `""` = the
 //!   document); `jwt_hmac` adds `jwt`: `algorithms` (`HS256` | `HS384` | `HS512`; any other
-//!   `alg` is malformed), `issuer`, `subject_is_url` (`sub` = the signed URL), `url_hash` and
+//!   `alg` is malformed), `issuer` or `issuer_is_key_id` (`iss` names the key of a
+//!   `key_id_and_secret` secret; LiveKit), `subject_is_url` (`sub` = the signed URL), `url_hash` and
 //!   `body_hash` (`{"claim", "encoding": "hex" | "base64" | "base64url"}`: the SHA-256 of the
 //!   URL / body; `body_hash` is required), `required_claims`, `leeway_seconds` (on `exp` and
 //!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`). The request verifies
@@ -91,15 +94,18 @@
 //!   the first present wins (for a batch: inside each item).
 //! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
 //!   element): one event per item, all or nothing.
-//! - `handshakes`: `method` (`POST` default, `GET`, `OPTIONS`), `when` (a location) `equals` a
-//!   value, `also_present` (locations) → answer from `challenge` (a JSON location) as
-//!   `echo_text`, `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field",
-//!   "digest_field"}}` (hex HMAC of the challenge with the matched secret), or a
-//!   `{"constant": {"status", "content_type", "body"}}`. Answered only after verification;
-//!   never stored. A GET handshake may carry no signature but a `token` (`{"query", "option"}`:
-//!   the query parameter must equal that endpoint option, compared in constant time; an unset
-//!   option refuses it) — its `when` and `challenge` are then query locations (Meta's
-//!   verification request).
+//! - `handshakes` (`handshake.rs`): `method` (`POST` default, `GET`, `HEAD`, `OPTIONS`), `when`
+//!   (a location) `equals` a value (without `equals`: is present), `also_present` → answer
+//!   from `challenge` (a JSON, query or header location) as `echo_text` (with `nosniff`),
+//!   `{"echo_json": {"field"}}`, `{"echo_with_digest": {"echo_field", "digest_field"}}` (hex
+//!   HMAC of the challenge with the matched secret), `{"digest": {"field", "prefix",
+//!   "encoding"}}`, `{"echo_header": {"header"}}` or `{"constant": {"status", "content_type",
+//!   "body"}}`; never stored. Verified first, unless it has a `token` (`{"query", "option"}`: a
+//!   GET whose query parameter equals that endpoint option, in constant time; Meta's) or is
+//!   `"unsigned": true` (its answer is the proof, or says nothing; recognised by its head
+//!   only; a `HEAD` with a constant answer needs no `when`). Unverified rules bound what they
+//!   echo with `challenge_format` (`{"max_length", "chars": "alphanumeric" | "token" |
+//!   "text"}`).
 //! - `answers`: the provider-required answer to accepted events, first rule whose
 //!   `when_present` location is present (or without one) wins: `status` (2xx),
 //!   `content_type`, `body`, `body_option` (an option that replaces the body).
@@ -127,6 +133,7 @@ mod extract;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
+mod handshake;
 mod header_option;
 mod jwt;
 mod key_value;
@@ -136,10 +143,13 @@ mod provider_page;
 mod query_signature;
 mod schemes;
 mod sign;
+mod signature_rules;
 mod spec;
 mod syntax;
 mod trace;
 mod user;
+
+pub(crate) use handshake::{HandshakeAnswer, HandshakeRule};
 
 pub use api::{
     Answer, Delivery, EndpointOptions, OptionError, PackInfo, PublicUrlError, RequestContext,
@@ -153,11 +163,11 @@ pub use trace::{SecretVerdict, Trace, TraceStep};
 pub use user::{UserPackSource, compile_user_pack};
 
 pub use spec::{
-    AnswerSpec, BatchSpec, CitationsSpec, ConstantAnswerSpec, EchoJsonSpec, EchoWithDigestSpec,
-    EventIdSpec, EventTypeSpec, HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec,
-    HashClaimSpec, JwtSpec, KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec,
-    SignatureFormatSpec, SignatureSpec, TimestampSpec, TimestampThenSignaturesFormatSpec,
-    VersionedListFormatSpec,
+    AnswerSpec, BatchSpec, ChallengeFormatSpec, CitationsSpec, ConstantAnswerSpec,
+    DigestAnswerSpec, EchoHeaderSpec, EchoJsonSpec, EchoWithDigestSpec, EventIdSpec, EventTypeSpec,
+    HandshakeAnswerSpec, HandshakeSpec, HandshakeTokenSpec, HashClaimSpec, JwtSpec,
+    KeyValueFormatSpec, OptionSpec, PackSpec, PlainFormatSpec, SignatureFormatSpec, SignatureSpec,
+    TimestampSpec, TimestampThenSignaturesFormatSpec, VersionedListFormatSpec,
 };
 
 /// A pack that failed to parse or validate: the field path and what is wrong. Never carries
@@ -380,6 +390,8 @@ pub(crate) enum Part {
     Option(&'static str),
     /// The CRC-32 of the body as an unsigned decimal (PayPal).
     BodyCrc32,
+    /// The lower-case hex SHA-256 of the body (Tebex).
+    BodySha256,
     /// An item of the `key_value` signature header that is not the signature (NMI's nonce).
     SignatureItem(&'static str),
 }
@@ -432,37 +444,6 @@ pub(crate) enum IdRule {
     Json(Vec<&'static str>),
     /// JSON pointers, `true` = optional part.
     Composed(Vec<(&'static str, bool)>),
-}
-
-// The names follow the schema's `answer` values.
-#[allow(clippy::enum_variant_names)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HandshakeAnswer {
-    EchoText,
-    EchoJson {
-        field: &'static str,
-    },
-    EchoWithDigest {
-        echo_field: &'static str,
-        digest_field: &'static str,
-    },
-    Constant {
-        status: u16,
-        content_type: Option<&'static str>,
-        body: &'static str,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HandshakeRule {
-    pub(crate) method: http::Method,
-    pub(crate) when: Location,
-    pub(crate) equals: &'static str,
-    pub(crate) also_present: Vec<Location>,
-    pub(crate) challenge: Option<Location>,
-    pub(crate) answer: HandshakeAnswer,
-    /// `(query parameter, option)`: an unsigned GET proven by a token (see `HandshakeTokenSpec`).
-    pub(crate) token: Option<(&'static str, &'static str)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -594,6 +575,8 @@ pub struct Pack {
     key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.
     duplicate_checked_headers: &'static [&'static str],
+    /// `signature.required_headers`: (lower-case name, exact value).
+    required_headers: &'static [(&'static str, &'static str)],
 }
 
 /// The built-in pack files, by id: every `packs/*.json`, sorted (generated by `build.rs`).

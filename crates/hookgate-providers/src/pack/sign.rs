@@ -189,7 +189,7 @@ impl Pack {
         let mut nonce_value = None;
         let signature = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
-                let crc32 = crc32fast::hash(request.body).to_string();
+                let body_digest = self.body_digest(request.body);
                 let inputs = TemplateInputs {
                     body: request.body,
                     timestamp: timestamp.as_deref(),
@@ -197,7 +197,7 @@ impl Pack {
                     header_values: &header_values,
                     url: target.public_url,
                     options,
-                    crc32: &crc32,
+                    body_digest: &body_digest,
                 };
                 let parts = self.signed_parts(&inputs).ok();
                 match (signer, parts) {
@@ -318,6 +318,9 @@ impl Pack {
             {
                 common::push_header(&mut headers, part, value);
             }
+        }
+        for (name, value) in self.required_headers {
+            common::push_header(&mut headers, name, value);
         }
         if let (Some(name), Some(nonce)) = (self.nonce_header, &nonce_value) {
             common::push_header(&mut headers, name, nonce);

@@ -234,6 +234,10 @@ pub struct SignatureSpec {
     /// base64(user:password)`, compared with the secret `user:password`).
     #[serde(default)]
     pub token_form: Option<String>,
+    /// Headers that must carry exactly this value (Box: `BOX-SIGNATURE-VERSION: 1`): any other
+    /// value, or none, answers `invalid_signature`, as the provider's verifier does.
+    #[serde(default)]
+    pub required_headers: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -244,6 +248,11 @@ pub struct JwtSpec {
     /// The `iss` the token must carry.
     #[serde(default)]
     pub issuer: Option<String>,
+    /// `iss` names the API key that signed the token (LiveKit): with secret format
+    /// `key_id_and_secret`, only the configured `<key id>:<secret>` whose key id equals `iss`
+    /// is tried, keyed by its secret.
+    #[serde(default)]
+    pub issuer_is_key_id: bool,
     /// `sub` must be the signed URL (`public_url` with the request's query).
     #[serde(default)]
     pub subject_is_url: bool,
@@ -391,13 +400,24 @@ pub struct EventTypeSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandshakeSpec {
-    /// The method the handshake arrives with: `POST` (default), `GET` or `OPTIONS`.
+    /// The method the handshake arrives with: `POST` (default), `GET`, `HEAD` or `OPTIONS`.
     #[serde(default)]
     pub method: Option<String>,
-    /// Where the discriminator lives (`json:/type`, `header:Name`).
-    pub when: String,
-    /// The discriminator's value (a JSON number is compared by its decimal text).
-    pub equals: String,
+    /// Where the discriminator lives (`json:/type`, `header:Name`, `query:name`); only an
+    /// unsigned constant answer to a method other than POST may omit it.
+    #[serde(default)]
+    pub when: Option<String>,
+    /// The discriminator's value (a JSON number is compared by its decimal text); absent:
+    /// the discriminator only has to be present and not empty.
+    #[serde(default)]
+    pub equals: Option<String>,
+    /// Answered without verification: the answer is the proof the provider checks, or says
+    /// nothing (`handshake.rs`).
+    #[serde(default)]
+    pub unsigned: bool,
+    /// What an echoed or digested challenge may be (required when unverified).
+    #[serde(default)]
+    pub challenge_format: Option<ChallengeFormatSpec>,
     /// Locations that must also be present (Discord: an interaction PING has a `token`).
     #[serde(default)]
     pub also_present: Vec<String>,
@@ -423,8 +443,36 @@ pub enum HandshakeAnswerSpec {
     EchoJson(EchoJsonSpec),
     /// `{"<echo_field>": challenge, "<digest_field>": hex HMAC(secret, challenge)}`.
     EchoWithDigest(EchoWithDigestSpec),
+    /// `{"<field>": prefix + HMAC(secret, challenge)}`, `hex` or `base64`.
+    Digest(DigestAnswerSpec),
+    /// 200 with the challenge in a response header, no body.
+    EchoHeader(EchoHeaderSpec),
     /// A fixed answer (Discord PING: `{"type":1}`; webhook PING: 204).
     Constant(ConstantAnswerSpec),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChallengeFormatSpec {
+    pub max_length: usize,
+    /// `alphanumeric`, `token` (and `-._~`), `base64` (and `+/=-_`) or `text` (printable
+    /// ASCII without `<>&"'\` and backquote).
+    pub chars: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DigestAnswerSpec {
+    pub field: String,
+    #[serde(default)]
+    pub prefix: String,
+    pub encoding: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EchoHeaderSpec {
+    pub header: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -5,12 +5,10 @@
 
 use http::HeaderName;
 
-use super::spec::{
-    EventIdSpec, HandshakeAnswerSpec, HandshakeSpec, PackSpec, SignatureFormatSpec, TimestampSpec,
-};
+use super::spec::{EventIdSpec, PackSpec, SignatureFormatSpec, TimestampSpec};
 use super::{
-    AnswerRule, BatchRule, HandshakeAnswer, HandshakeRule, IdRule, Location, OptionFormat,
-    OptionRule, PackError, Part, SignatureFormat, TimeFormat, TimestampRule,
+    AnswerRule, BatchRule, IdRule, Location, OptionFormat, OptionRule, PackError, Part,
+    SignatureFormat, TimeFormat, TimestampRule,
 };
 
 pub(crate) fn keep(text: &str) -> &'static str {
@@ -144,6 +142,10 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                         bodies += 1;
                         Part::BodyCrc32
                     }
+                    "body_sha256" => {
+                        bodies += 1;
+                        Part::BodySha256
+                    }
                     "ts" => Part::Timestamp,
                     "id" => Part::Id,
                     "url" => Part::Url,
@@ -157,7 +159,7 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                             return Err(paths.err(
                                 field,
                                 format!(
-                                    "unknown placeholder {{{name}}} (expected body, body_crc32, ts, id, url, header:Name, option:name, signature:key)"
+                                    "unknown placeholder {{{name}}} (expected body, body_crc32, body_sha256, ts, id, url, header:Name, option:name, signature:key)"
                                 ),
                             ));
                         }
@@ -179,7 +181,7 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
     if bodies != 1 {
         return Err(paths.err(
             field,
-            "the template must contain {body} or {body_crc32} exactly once",
+            "the template must contain {body}, {body_crc32} or {body_sha256} exactly once",
         ));
     }
     Ok(parts)
@@ -402,100 +404,6 @@ pub(crate) fn header_names(from: &[Location]) -> Vec<&'static str> {
         .collect()
 }
 
-pub(crate) fn handshake(
-    paths: &Paths,
-    i: usize,
-    spec: &HandshakeSpec,
-) -> Result<HandshakeRule, PackError> {
-    let f = |n: &str| format!("handshakes[{i}].{n}");
-    let when = location(paths, &f("when"), &spec.when)?;
-    let constant = matches!(spec.answer, HandshakeAnswerSpec::Constant(_));
-    let challenge = match (&spec.challenge, constant) {
-        (None, true) => None,
-        (Some(_), true) => {
-            return Err(paths.err(&f("challenge"), "a constant answer echoes no challenge"));
-        }
-        (None, false) => return Err(paths.err(&f("challenge"), "required for this answer")),
-        (Some(text), false) => match location(paths, &f("challenge"), text)? {
-            l @ Location::Json {
-                optional: false, ..
-            } => Some(l),
-            l @ Location::Query(_) if spec.token.is_some() => Some(l),
-            _ => {
-                return Err(paths.err(
-                    &f("challenge"),
-                    "the challenge is a json location (a query one with a token)",
-                ));
-            }
-        },
-    };
-    let method = match spec.method.as_deref().unwrap_or("POST") {
-        "POST" => http::Method::POST,
-        "GET" => http::Method::GET,
-        "OPTIONS" => http::Method::OPTIONS,
-        other => {
-            return Err(paths.err(
-                &f("method"),
-                format!("unknown method {other:?} (expected POST, GET, OPTIONS)"),
-            ));
-        }
-    };
-    let also_present = locations(paths, &f("also_present"), &spec.also_present)?;
-    if matches!(
-        when,
-        Location::SignatureParam(_) | Location::Json { optional: true, .. }
-    ) {
-        return Err(paths.err(&f("when"), "expected a header or json location"));
-    }
-    let answer = match &spec.answer {
-        HandshakeAnswerSpec::EchoText => HandshakeAnswer::EchoText,
-        HandshakeAnswerSpec::EchoJson(e) => HandshakeAnswer::EchoJson {
-            field: non_empty(paths, &f("answer.echo_json.field"), &e.field)?,
-        },
-        HandshakeAnswerSpec::EchoWithDigest(e) => HandshakeAnswer::EchoWithDigest {
-            echo_field: non_empty(
-                paths,
-                &f("answer.echo_with_digest.echo_field"),
-                &e.echo_field,
-            )?,
-            digest_field: non_empty(
-                paths,
-                &f("answer.echo_with_digest.digest_field"),
-                &e.digest_field,
-            )?,
-        },
-        HandshakeAnswerSpec::Constant(c) => HandshakeAnswer::Constant {
-            status: status(paths, &f("answer.constant.status"), c.status)?,
-            content_type: c.content_type.as_deref().map(keep),
-            body: keep(&c.body),
-        },
-    };
-    let token = match &spec.token {
-        None => None,
-        Some(t) => {
-            if method != http::Method::GET || !matches!(when, Location::Query(_)) {
-                return Err(paths.err(
-                    &f("token"),
-                    "a token handshake is a GET whose `when` is a query location",
-                ));
-            }
-            Some((
-                non_empty(paths, &f("token.query"), &t.query)?,
-                non_empty(paths, &f("token.option"), &t.option)?,
-            ))
-        }
-    };
-    Ok(HandshakeRule {
-        method,
-        when,
-        equals: keep(&spec.equals),
-        also_present,
-        challenge,
-        answer,
-        token,
-    })
-}
-
 /// An HTTP status a pack may answer with: 2xx only (anything else would make the provider
 /// retry a delivery hookgate accepted).
 pub(crate) fn status(paths: &Paths, field: &str, status: u16) -> Result<u16, PackError> {
@@ -649,6 +557,12 @@ pub(crate) fn jwt_rule(
             "required: the token must bind the body",
         ));
     }
+    if spec.issuer_is_key_id && spec.issuer.is_some() {
+        return Err(paths.err(
+            "signature.jwt.issuer_is_key_id",
+            "the issuer is either fixed (issuer) or the signing key's id, not both",
+        ));
+    }
     Ok(Some(JwtRule {
         algorithms,
         issuer: spec
@@ -656,6 +570,7 @@ pub(crate) fn jwt_rule(
             .as_deref()
             .map(|i| non_empty(paths, "signature.jwt.issuer", i))
             .transpose()?,
+        issuer_is_key_id: spec.issuer_is_key_id,
         subject_is_url: spec.subject_is_url,
         url_hash: hash("url_hash", &spec.url_hash)?,
         body_hash,

@@ -210,6 +210,14 @@ pub(crate) const SIGNATURE_IDS: &[&str] = &[
     "whatsapp/generated/valid_notification",
     "whatsapp/generated/valid_previous_secret_configured",
     "clickup/generated/valid_without_history_items",
+    "dropbox/generated/valid_list_folder",
+    "dropbox/generated/valid_previous_secret_configured",
+    "twitter/generated/valid_tweet_create",
+    "twitter/generated/valid_previous_secret_configured",
+    "frontapp/generated/valid_sync",
+    "frontapp/generated/valid_previous_secret_configured",
+    "linkedin/generated/valid_notification",
+    "linkedin/generated/valid_previous_secret_configured",
 ];
 
 /// The provider-required answers to accepted (non-handshake) vectors.

@@ -182,6 +182,15 @@ fn provider_response(answer: ProviderAnswer) -> HttpResponse {
         r.headers_mut()
             .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
+    // A handshake's own headers; the pack bounded their values to printable ASCII.
+    for (name, value) in answer.headers {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            r.headers_mut().insert(name, value);
+        }
+    }
     r
 }
 

@@ -12,6 +12,7 @@ mod console;
 mod crash;
 mod delivery;
 mod deploy;
+mod handshakes;
 mod hostile;
 mod ignored_redelivery;
 mod jobs;
