@@ -4,6 +4,9 @@
 #   PostgreSQL: tests use DATABASE_URL when set, otherwise they start a throwaway cluster with
 #   initdb/pg_ctl (scripts/ensure-postgres.sh installs the distribution's package if missing).
 #   NATS: the delivery tests start their own nats-server -js (scripts/ensure-nats.sh installs it).
+#   The console's browser test (crates/hookgate/tests/it/console.rs): the distribution's
+#   Chromium (scripts/ensure-chromium.sh) driven by playwright-core, pinned in tests/browser/
+#   and installed there with npm ci (scripts/ensure-playwright.sh; no browser download).
 #   cargo-deny: deny.toml's bans, licenses and sources (scripts/ensure-cargo-deny.sh installs
 #   it); advisories too with HOOKGATE_DENY_ADVISORIES=1 (they need the RustSec database from
 #   the network).
@@ -12,6 +15,8 @@ cd "$(dirname "$0")/.."
 
 scripts/ensure-postgres.sh
 scripts/ensure-nats.sh
+scripts/ensure-chromium.sh
+scripts/ensure-playwright.sh
 scripts/ensure-cargo-deny.sh
 scripts/ensure-deploy-tools.sh
 

@@ -2,9 +2,11 @@
 //! the lag gauges), `/healthz` (the process runs), `/readyz` (503 only when the store does not
 //! answer or a background stage is down; its JSON body lists every problem, degraded ones
 //! too: endpoints without a usable secret, a failed reload). Kept off the webhook listener so providers never see it.
-//! The operator API ([`api`]) is served beside them unless the configuration turned it off.
+//! The operator API ([`api`]) and the web console that uses it ([`console`], `/console`) are
+//! served beside them unless the configuration turned the API off.
 
 pub mod api;
+pub mod console;
 
 use std::sync::Arc;
 
@@ -36,7 +38,7 @@ pub fn router(app: Arc<AppState>, metrics: PrometheusHandle) -> Router {
             metrics,
         });
     if serve_api {
-        probes.merge(api::router(app))
+        probes.merge(api::router(app)).merge(console::routes())
     } else {
         probes
     }

@@ -8,6 +8,7 @@ mod api;
 mod bench;
 mod cli;
 mod codings_and_token_handshakes;
+mod console;
 mod crash;
 mod delivery;
 mod deploy;
