@@ -218,6 +218,8 @@ pub(crate) const SIGNATURE_IDS: &[&str] = &[
     "frontapp/generated/valid_previous_secret_configured",
     "linkedin/generated/valid_notification",
     "linkedin/generated/valid_previous_secret_configured",
+    "vercel_log_drains/generated/valid_json_batch",
+    "vercel_log_drains/generated/valid_previous_secret_configured",
 ];
 
 /// The provider-required answers to accepted (non-handshake) vectors.
