@@ -165,10 +165,32 @@ fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
     names.dedup();
     for name in names {
         if let Some(value) = headers.get(name.as_str()) {
-            spots.extend((0..value.len()).map(|i| Spot::Header(name.clone(), i)));
+            let unsigned = key_id_bytes(pack, value.as_bytes());
+            spots.extend(
+                (0..value.len())
+                    .filter(|i| !unsigned.contains(i))
+                    .map(|i| Spot::Header(name.clone(), i)),
+            );
         }
     }
     spots
+}
+
+/// The positions of the key ids that lead Worldpay's `<key id>/SHA256/<sig>` entries: a
+/// rotation hint the provider does not sign (every SHA256 entry is tried whatever its key
+/// id), so changing one is not tampering with signed bytes.
+fn key_id_bytes(pack: &Pack, value: &[u8]) -> Vec<usize> {
+    if pack.id() != "worldpay" {
+        return Vec::new();
+    }
+    let mut positions = Vec::new();
+    let mut entry_start = 0;
+    for entry in value.split(|b| *b == b',') {
+        let key_id_len = entry.iter().position(|b| *b == b'/').unwrap_or(0);
+        positions.extend(entry_start..entry_start + key_id_len);
+        entry_start += entry.len() + 1;
+    }
+    positions
 }
 
 /// `text` with the character at `at` (or past its end) replaced by another.
