@@ -84,6 +84,8 @@ def other_secret(fmt, text):
 def encode(encoding, tag):
     if encoding in ("hex", "hex_any_case"):
         return tag.hex()
+    if encoding == "hex_upper":
+        return tag.hex().upper()
     if encoding == "base64":
         return base64.b64encode(tag).decode()
     if encoding == "base64url":
@@ -405,6 +407,15 @@ def signed_field_text(pack, v, recipe):
 def tamper_signed(pack, v, recipe, kind):
     """(headers, body) of `v` with one byte of what is signed changed, or whitespace added."""
     headers, body = dict(v["headers"]), body_of(v)
+    if pack["scheme"] == "shared_token" and pack["signature"].get("body_field", "").startswith("json:"):
+        # the token is a string field of the JSON body: change the field's value
+        token = json_pointer(document(body), pack["signature"]["body_field"][5:])
+        mid = len(token) // 2
+        changed = change_one_char(token) if kind == "byte" else token[:mid] + " " + token[mid:]
+        needle = json.dumps(token).encode()
+        if body.count(needle) != 1:
+            fail(f"{v['name']}: the body token must occur once, JSON-quoted, to be changed")
+        return headers, body.replace(needle, json.dumps(changed).encode(), 1)
     if pack["scheme"] == "shared_token":
         name = signature_headers_present(pack, v)[0]
         token = headers[name]
@@ -483,6 +494,17 @@ def tamper_cases(pack, recipe, valid, wanted):
             v = derived(pack, recipe, base, "signature query parameter removed" if missing else "signature query parameter malformed", reason, reason)
             url = without_query_param(base["url"], param)
             v["url"] = url if missing else with_query_param(url, param, recipe.get("malformed_signature", "!!"))
+            out.append(v)
+        elif reason == "missing_signature_header" and pack["signature"].get("body_field", "").startswith("json:"):
+            # a token in the body: the request without the field
+            doc = document(body_of(base))
+            parent, _, key = pack["signature"]["body_field"][5:].rpartition("/")
+            holder = json_pointer(doc, parent)
+            if not isinstance(holder, dict) or key not in holder:
+                fail(f"{base['name']}: no body token to remove")
+            del holder[key]
+            v = derived(pack, recipe, base, "token field removed from the body", reason, reason)
+            set_body(v, json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode())
             out.append(v)
         elif reason in ("missing_signature_header", "malformed_signature_header"):
             header_base = next((x for x in valid if signature_headers_present(pack, x)), None)

@@ -93,6 +93,7 @@ impl Encoding {
     fn as_str(self) -> &'static str {
         match self {
             Encoding::Hex => "hex",
+            Encoding::HexUpper => "upper-case hex",
             Encoding::Base64 => "base64",
             Encoding::Base64Url => "base64url",
             Encoding::Base64Hex => "base64 of the lower-case hex",

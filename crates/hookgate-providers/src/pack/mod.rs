@@ -343,6 +343,8 @@ pub(crate) enum Algorithm {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Encoding {
     Hex,
+    /// Hex written in upper case by the sender (Oura); read in any case like `Hex`.
+    HexUpper,
     Base64,
     Base64Url,
     /// Base64 of the lower-case hex text of the tag (Solidgate).

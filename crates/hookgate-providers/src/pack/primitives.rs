@@ -71,6 +71,9 @@ impl Encoding {
     pub(crate) fn decode(self, text: &str) -> Option<Vec<u8>> {
         match self {
             Encoding::Hex => common::decode_lower_hex(text),
+            // the sender writes upper case; its case is not confirmed everywhere, so either
+            // case of the same digits is the same tag
+            Encoding::HexUpper => decode_any_hex(text),
             Encoding::Base64 => STANDARD.decode(text).ok(),
             Encoding::Base64Url => BASE64URL_LENIENT.decode(text).ok(),
             Encoding::Base64Hex => STANDARD
@@ -84,6 +87,7 @@ impl Encoding {
     pub(crate) fn encode(self, bytes: &[u8]) -> String {
         match self {
             Encoding::Hex => common::encode_lower_hex(bytes),
+            Encoding::HexUpper => common::encode_lower_hex(bytes).to_ascii_uppercase(),
             Encoding::Base64 => STANDARD.encode(bytes),
             Encoding::Base64Url => URL_SAFE.encode(bytes),
             Encoding::Base64Hex => STANDARD.encode(common::encode_lower_hex(bytes)),
@@ -333,5 +337,17 @@ mod tests {
         assert_eq!(Encoding::Base64Hex.decode(&STANDARD.encode("AB01FF")), None);
         assert_eq!(Encoding::Base64Hex.decode(&STANDARD.encode(tag)), None);
         assert_eq!(Encoding::Base64Hex.decode("ab01ff"), None);
+    }
+
+    #[test]
+    fn hex_upper_writes_upper_case_and_reads_either_case() {
+        let tag = [0xab_u8, 0x01, 0xff];
+        assert_eq!(Encoding::HexUpper.encode(&tag), "AB01FF");
+        assert_eq!(Encoding::HexUpper.decode("AB01FF"), Some(tag.to_vec()));
+        assert_eq!(Encoding::HexUpper.decode("ab01ff"), Some(tag.to_vec()));
+        assert_eq!(Encoding::HexUpper.decode("AB01F"), None);
+        assert_eq!(Encoding::HexUpper.decode("AB01FG"), None);
+        // plain `hex` stays strictly lower case
+        assert_eq!(Encoding::Hex.decode("AB01FF"), None);
     }
 }

@@ -222,7 +222,8 @@ impl Pack {
                     _ => None,
                 }
             }
-            // Body tokens are placed by the sender; header and query tokens are written below.
+            // Header, query and JSON body tokens are written below; form-field tokens are
+            // placed by the sender.
             Scheme::SharedToken => shared.map(|key| {
                 let token = String::from_utf8_lossy(key.expose()).into_owned();
                 match self.token_form {
@@ -336,6 +337,16 @@ impl Pack {
             (Some(encoded), TokenSource::Query(param)) => {
                 let value = self.signature_value(&encoded, timestamp.as_deref(), ed25519);
                 url = Some(with_query_param(url.as_deref(), param, &value));
+            }
+            // A token in a JSON body field is written into the body (Meraki's `sharedSecret`);
+            // a body that already carries it, or is no JSON document, keeps its bytes.
+            (Some(token), TokenSource::BodyJson(pointer)) => {
+                if let Ok(mut doc) = serde_json::from_slice::<Value>(&body)
+                    && doc.pointer(pointer).and_then(Value::as_str) != Some(token.as_str())
+                {
+                    set_pointer(&mut doc, pointer, Value::String(token));
+                    body = doc.to_string().into_bytes();
+                }
             }
             (Some(encoded), source) => {
                 let signature_header = match source {

@@ -86,6 +86,7 @@ pub(super) fn signature_rules(
         &sig.encoding,
         &[
             ("hex", Encoding::Hex),
+            ("hex_upper", Encoding::HexUpper),
             ("base64", Encoding::Base64),
             ("base64url", Encoding::Base64Url),
             ("base64_hex", Encoding::Base64Hex),

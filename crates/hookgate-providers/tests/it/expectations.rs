@@ -191,6 +191,10 @@ pub(crate) const COMPOSED_IDS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Shared valid vectors without an id whose pack identifies them by the SHA-256 of the body
+/// (`sha256:` + its hex; the generated files carry that id themselves).
+pub(crate) const BODY_DIGEST_IDS: &[&str] = &["cronofy/shared/"];
+
 /// Valid vectors without an id whose pack identifies them by the verified signature
 /// (`sig:` + the signature header's bytes in hex).
 pub(crate) const SIGNATURE_IDS: &[&str] = &[
@@ -218,6 +222,8 @@ pub(crate) const SIGNATURE_IDS: &[&str] = &[
     "frontapp/generated/valid_previous_secret_configured",
     "linkedin/generated/valid_notification",
     "linkedin/generated/valid_previous_secret_configured",
+    "vercel_log_drains/generated/valid_json_batch",
+    "vercel_log_drains/generated/valid_previous_secret_configured",
 ];
 
 /// The provider-required answers to accepted (non-handshake) vectors.

@@ -26,7 +26,9 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 use serde_json::Value;
 
-use crate::expectations::{ANSWERS, COMPOSED_IDS, EARLIER_REJECTIONS, SIGNATURE_IDS};
+use crate::expectations::{
+    ANSWERS, BODY_DIGEST_IDS, COMPOSED_IDS, EARLIER_REJECTIONS, SIGNATURE_IDS,
+};
 
 struct Case {
     name: String,
@@ -246,6 +248,14 @@ fn expected_ids(case: &Case) -> Option<Vec<String>> {
     if let Some((_, id)) = COMPOSED_IDS.iter().find(|(n, _)| *n == case.name) {
         return Some(vec![(*id).to_owned()]);
     }
+    if BODY_DIGEST_IDS.iter().any(|p| case.name.starts_with(p)) {
+        use sha2::Digest;
+        let hex: String = sha2::Sha256::digest(&case.body)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        return Some(vec![format!("sha256:{hex}")]);
+    }
     if SIGNATURE_IDS.contains(&case.name.as_str()) {
         let pack = pack(&case.provider);
         let metadata = pack
@@ -417,13 +427,32 @@ fn tampered(case: &Case) -> Vec<(String, HeaderMap, Vec<u8>, Vec<String>)> {
         .unwrap();
     let header_signed_fields =
         pack.scheme() == Scheme::FieldsHmac && !metadata.signatures.is_empty();
-    if pack.scheme() == Scheme::SharedToken {
+    let token_headers = pack.signature_headers_for(&endpoint.options);
+    if pack.scheme() == Scheme::SharedToken && token_headers.is_empty() {
+        // A token in a JSON body field (Meraki): change the field's value by one byte, and
+        // by one space.
+        let secret = &case.secrets[case.matched_secret_index.unwrap_or(0)];
+        let quoted = serde_json::to_string(secret).unwrap();
+        assert_eq!(
+            body_text.matches(&quoted).count(),
+            1,
+            "{}: the body token occurs once",
+            case.name
+        );
+        for (what, changed) in [
+            (
+                "body token byte",
+                format!("{}x", &secret[..secret.len() - 1]),
+            ),
+            ("body token space", format!("{secret} ")),
+        ] {
+            let body = body_text.replacen(&quoted, &serde_json::to_string(&changed).unwrap(), 1);
+            out.push(plain(what, case.headers.clone(), body.into_bytes()));
+        }
+    } else if pack.scheme() == Scheme::SharedToken {
         // Nothing but the token is authenticated: change it by one byte, and by one space.
         // the pack's token header, or the one the endpoint names (`header_option`)
-        let name = http::HeaderName::from_bytes(
-            pack.signature_headers_for(&endpoint.options)[0].as_bytes(),
-        )
-        .unwrap();
+        let name = http::HeaderName::from_bytes(token_headers[0].as_bytes()).unwrap();
         let token = case.headers[&name].to_str().unwrap();
         for (what, changed) in [
             ("token byte", format!("{}x", &token[..token.len() - 1])),
@@ -789,6 +818,92 @@ fn sign_then_verify_round_trips_for_every_shared_secret_pack() {
     assert_eq!(trips, 2 * shared);
 }
 
+/// `hookgate send` for a token in a JSON body field (Meraki's `sharedSecret`): the signing
+/// side writes the token into the body, where the verifier reads it; another secret's
+/// delivery, and the body without the field, are refused.
+#[test]
+fn a_body_field_token_is_written_into_the_json_body_and_verifies() {
+    let pack = pack("meraki");
+    let now = 1_767_225_600;
+    let body = r#"{"version":"0.1","alertId":"0000000000000009","alertType":"Settings changed","occurredAt":"2025-12-31T23:59:50Z"}"#;
+    let request = SignRequest {
+        event_id: "0000000000000009",
+        event_type: None,
+        timestamp: now - 2,
+        body: body.as_bytes(),
+    };
+    let endpoint = Endpoint {
+        public_url: None,
+        raw_query: None,
+        options: Default::default(),
+    };
+    let sign = |secret: &str| {
+        let key = pack.decode_secret(secret).unwrap();
+        let signed = pack.sign_delivery(&key, &request, &SignTarget::default());
+        let mut headers = HeaderMap::new();
+        for (name, value) in signed.headers {
+            headers.append(name, value);
+        }
+        (headers, signed.body)
+    };
+    let (headers, signed_body) = sign("shared-secret-1");
+    let doc: Value = serde_json::from_slice(&signed_body).unwrap();
+    assert_eq!(doc["sharedSecret"], "shared-secret-1");
+    assert_eq!(doc["alertId"], "0000000000000009");
+    assert!(
+        !headers.keys().any(|n| n.as_str().contains("secret")),
+        "the token travels only in the body"
+    );
+    let got = run(
+        pack,
+        &endpoint,
+        &headers,
+        &signed_body,
+        &["shared-secret-1"],
+        now,
+    );
+    let Ok((verified, Ok(Delivery::Events { events, .. }))) = got else {
+        panic!("meraki round trip failed: {got:?}");
+    };
+    assert_eq!(verified.matched_secret_index, 0);
+    assert_eq!(events[0].event_id, "0000000000000009");
+    // a body that already carries the token keeps its bytes
+    let (_, again) = {
+        let key = pack.decode_secret("shared-secret-1").unwrap();
+        let request = SignRequest {
+            body: &signed_body,
+            ..request
+        };
+        let signed = pack.sign_delivery(&key, &request, &SignTarget::default());
+        (signed.headers, signed.body)
+    };
+    assert_eq!(again, signed_body);
+    // signed with another secret, or with the field gone: refused
+    let (other_headers, other_body) = sign("shared-secret-2");
+    assert!(
+        run(
+            pack,
+            &endpoint,
+            &other_headers,
+            &other_body,
+            &["shared-secret-1"],
+            now
+        )
+        .is_err()
+    );
+    assert!(
+        run(
+            pack,
+            &endpoint,
+            &headers,
+            body.as_bytes(),
+            &["shared-secret-1"],
+            now
+        )
+        .is_err()
+    );
+}
+
 #[test]
 fn options_are_checked_against_the_pack_naming_the_key() {
     let paypal = pack("paypal");
@@ -1044,7 +1159,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""encoding": "hex""#,
             r#""encoding": "hexx""#,
-            r#"packs.linear.signature.encoding: unknown encoding "hexx" (expected hex, base64, base64url, base64_hex, text)"#,
+            r#"packs.linear.signature.encoding: unknown encoding "hexx" (expected hex, hex_upper, base64, base64url, base64_hex, text)"#,
         ),
         (
             r#""algorithm": "hmac-sha256""#,

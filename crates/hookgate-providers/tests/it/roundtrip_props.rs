@@ -123,7 +123,8 @@ enum Spot {
 /// for byte where the scheme signs it whole (templates, PayPal's CRC-32), and Mailgun's
 /// signature object (its token, timestamp and signature) where that scheme signs only it;
 /// the URL and other fields schemes sign decoded parameters and selected fields, which
-/// `tamper_once` changes through the signed text instead. A shared token covers only itself.
+/// `tamper_once` changes through the signed text instead. A shared token covers only itself
+/// (Meraki's in the body).
 fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
     let mut spots = Vec::new();
     let whole_body = matches!(
@@ -138,6 +139,18 @@ fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
         let start = text.find(r#""signature":{"#).expect("the signature object");
         let end = start + text[start..].find('}').expect("its end");
         spots.extend((start..=end).map(Spot::Body));
+    }
+    if pack.id() == "meraki" {
+        // the token is the body's sharedSecret string: every byte between its quotes
+        let text = String::from_utf8_lossy(body);
+        let key = r#""sharedSecret":""#;
+        let start = text.find(key).expect("the token field") + key.len();
+        let mut end = start;
+        let bytes = text.as_bytes();
+        while end < bytes.len() && !(bytes[end] == b'"' && bytes[end - 1] != b'\\') {
+            end += 1;
+        }
+        spots.extend((start..end).map(Spot::Body));
     }
     let mut names: Vec<String> = pack
         .info()

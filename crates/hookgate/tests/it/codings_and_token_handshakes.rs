@@ -140,3 +140,81 @@ async fn meta_verification_request_is_answered_only_with_the_endpoint_token() {
     assert_eq!(r.status, 400, "{}", r.body);
     g.stop().await;
 }
+
+#[tokio::test]
+async fn oura_verification_request_and_upper_case_hex_signatures() {
+    let secret = "oura-client-secret";
+    let toml = endpoint_toml(
+        "oura-1",
+        "oura",
+        &[secret],
+        r#"options = { verification_token = "vt-1" }"#,
+    );
+    let mut g = TestGateway::start(&toml, NOW).await;
+    let get = |path: &str| build_request("GET", path, &[], b"");
+
+    // The subscription GET is answered {"challenge": …} only with the endpoint's token.
+    let r = send_raw_async(
+        g.addr,
+        get("/webhooks/oura-1?verification_token=vt-1&challenge=ch4ll-3nge"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json(), serde_json::json!({"challenge": "ch4ll-3nge"}));
+    let wrong = get("/webhooks/oura-1?verification_token=vt-2&challenge=x");
+    assert_eq!(send_raw_async(g.addr, wrong).await.status, 401);
+    assert!(g.events().await.is_empty(), "a handshake stores nothing");
+
+    // `hookgate send`'s signing writes upper-case hex, which verifies; so does the same
+    // signature in lower case (the case is not confirmed), and a changed body does not.
+    let body = br#"{"event_type":"create","data_type":"sleep","object_id":"o-1","event_time":"2025-12-31T23:59:50+00:00","user_id":"u"}"#;
+    let headers = signed_headers("oura", secret, "", NOW - 2, body);
+    let sig = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("x-oura-signature"))
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    assert_eq!(sig.len(), 64);
+    assert!(
+        sig.chars()
+            .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()),
+        "{sig}"
+    );
+    let r = send_raw_async(
+        g.addr,
+        build_request("POST", "/webhooks/oura-1", &headers, body),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rows = g.events().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].provider_event_id, "sleep:create:o-1");
+    let lower: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| {
+            let v = if k.eq_ignore_ascii_case("x-oura-signature") {
+                v.to_ascii_lowercase()
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    let r = send_raw_async(
+        g.addr,
+        build_request("POST", "/webhooks/oura-1", &lower, body),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "duplicate", "{}", r.body);
+    let mut tampered = body.to_vec();
+    tampered[20] ^= 1;
+    let r = send_raw_async(
+        g.addr,
+        build_request("POST", "/webhooks/oura-1", &headers, &tampered),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(g.events().await.len(), 1);
+    g.stop().await;
+}
