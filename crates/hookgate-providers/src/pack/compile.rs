@@ -31,6 +31,8 @@ impl Coverage<'_> {
         match self.scheme {
             Scheme::SharedToken => false,
             Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
+            // the payload field is signed; other form fields are not (not the body as such)
+            Scheme::FormPayloadHmac => true,
             Scheme::FieldsHmac => false,
             Scheme::JwtHmac => self.jwt_body,
             // A SHA-256 of the body binds it as well as the body itself; a CRC does not.
@@ -216,6 +218,7 @@ impl PackSpec {
             fields,
             key_id_header,
             nonce_header,
+            form_payload,
             algorithm_header,
             body_hash_param,
             required_headers,
@@ -578,6 +581,7 @@ impl PackSpec {
             key_id_header,
             jwt,
             nonce_header,
+            form_payload,
             required_headers,
             duplicate_checked_headers: keep_all(unique),
         })

@@ -177,7 +177,7 @@ impl Pack {
                 let body = match self.scheme {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
                     Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
-                    Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
+                    Scheme::UrlParamsHmac | Scheme::UrlNonceHmac | Scheme::FormPayloadHmac => true,
                     _ => self
                         .template
                         .iter()
@@ -461,6 +461,13 @@ impl Pack {
                 format!("{embedded}; without it, {text} (over the raw body)")
             };
         }
+        if let Some(form) = self.form_payload {
+            text = format!(
+                "form field {}: `key_id|hex` pairs joined by `&` (entries without `|` are \
+                 skipped); only the pairs naming a configured key id are checked",
+                form.signature_field
+            );
+        }
         if self.scheme == Scheme::SharedToken {
             text = self.token_text(text);
         } else {
@@ -510,6 +517,14 @@ impl Pack {
                  `k=v` joined by `&` (when there is a query or a form), `.` when there are both, \
                  every form parameter's name and value sorted by name, then `.` and the \
                  {nonce} header"
+            );
+        }
+        if let Some(form) = self.form_payload {
+            return format!(
+                "the form-decoded text of the `{}` field (or that text followed by a line \
+                 break); the `{}` field holds `key_id|hex` pairs joined by `&`, and the pair \
+                 of each configured public key is checked",
+                form.payload_field, form.signature_field
             );
         }
         match self.scheme {
@@ -584,6 +599,11 @@ impl Pack {
             Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
                 format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
             }
+            Scheme::FormPayloadHmac => format!(
+                "{} keyed with the digest of the private key, {}",
+                self.algorithm.hmac_text(),
+                self.encoding.as_str()
+            ),
             Scheme::UrlParamsHmac => {
                 let mut text =
                     format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str());

@@ -130,6 +130,7 @@ mod docs;
 mod ed25519_versions;
 mod engine;
 mod extract;
+mod form_payload;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
@@ -213,6 +214,10 @@ pub enum Scheme {
     /// HMAC over the URL with its query sorted, the sorted form parameters and a nonce from a
     /// header (`<url>?<k=v&…>.<name><value>….<nonce>`: Plivo's V3).
     UrlNonceHmac,
+    /// HMAC over the text of one form field, the signature `key_id|hex` pairs (joined by `&`)
+    /// in another, keyed with the SHA-1 digest of the private key (Braintree's
+    /// `bt_signature` / `bt_payload`): `pack/form_payload.rs`.
+    FormPayloadHmac,
 }
 
 impl Scheme {
@@ -226,6 +231,7 @@ impl Scheme {
         Scheme::FieldsHmac,
         Scheme::JwtHmac,
         Scheme::UrlNonceHmac,
+        Scheme::FormPayloadHmac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -239,6 +245,7 @@ impl Scheme {
             Scheme::FieldsHmac => "fields_hmac",
             Scheme::JwtHmac => "jwt_hmac",
             Scheme::UrlNonceHmac => "url_nonce_hmac",
+            Scheme::FormPayloadHmac => "form_payload_hmac",
         }
     }
 
@@ -573,6 +580,8 @@ pub struct Pack {
     jwt: Option<jwt::JwtRule>,
     /// `url_nonce_hmac`: the header carrying the signed nonce.
     nonce_header: Option<&'static str>,
+    /// `form_payload_hmac`: the form fields carrying the signature pairs and the signed text.
+    form_payload: Option<form_payload::FormPayload>,
     /// The header naming which configured key signed (`key_id_and_secret` secrets).
     key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.

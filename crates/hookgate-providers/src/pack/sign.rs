@@ -247,6 +247,14 @@ impl Pack {
                 let tag = self.algorithm.mac(key.expose(), &[&signed]);
                 self.encoding.encode(&tag[..self.algorithm.tag_len()])
             }),
+            Scheme::FormPayloadHmac => {
+                if let Some(form) =
+                    shared.and_then(|key| self.sign_form_payload(key.expose(), request.body))
+                {
+                    body = form;
+                }
+                None
+            }
             Scheme::JwtHmac => shared.and_then(|key| {
                 self.sign_jwt(
                     key,

@@ -4,6 +4,7 @@
 //! and body hash parameter, `jwt_hmac`'s claims). Part of [`PackSpec::compile`]; errors name
 //! the field path, in the order the fields are checked.
 
+use super::form_payload::FormPayload;
 use super::jwt::JwtRule;
 use super::spec::PackSpec;
 use super::syntax::{
@@ -26,6 +27,7 @@ pub(super) struct SignatureRules {
     pub(super) fields: Option<FieldsRule>,
     pub(super) key_id_header: Option<&'static str>,
     pub(super) nonce_header: Option<&'static str>,
+    pub(super) form_payload: Option<FormPayload>,
     pub(super) algorithm_header: Option<&'static str>,
     pub(super) body_hash_param: Option<&'static str>,
     pub(super) required_headers: &'static [(&'static str, &'static str)],
@@ -40,8 +42,8 @@ pub(super) fn signature_rules(
     token_source: TokenSource,
 ) -> Result<SignatureRules, PackError> {
     let sig = &spec.signature;
-    let header_required =
-        !matches!(scheme, Scheme::FieldsHmac) && token_source == TokenSource::Header;
+    let header_required = !matches!(scheme, Scheme::FieldsHmac | Scheme::FormPayloadHmac)
+        && token_source == TokenSource::Header;
     if header_required && sig.headers.is_empty() {
         return Err(paths.err("signature.headers", "name at least one header"));
     }
@@ -53,7 +55,11 @@ pub(super) fn signature_rules(
         .collect::<Result<Vec<_>, _>>()?;
     let hmac_based = matches!(
         scheme,
-        Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac
+        Scheme::Hmac
+            | Scheme::UrlParamsHmac
+            | Scheme::FieldsHmac
+            | Scheme::UrlNonceHmac
+            | Scheme::FormPayloadHmac
     );
     let algorithm = match (&sig.algorithm, hmac_based) {
         (Some(text), true) => pick(
@@ -198,7 +204,18 @@ pub(super) fn signature_rules(
             "goes with secret_format \"key_id_and_secret\" and no key_id_header",
         ));
     }
-    if !by_issuer && (keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac)) {
+    // A form_payload_hmac signature names its key itself (`key_id|hex` pairs).
+    let form_scheme = scheme == Scheme::FormPayloadHmac;
+    if form_scheme && (!keyed || key_id_header.is_some()) {
+        return Err(paths.err(
+            "secret_format",
+            "form_payload_hmac needs \"key_id_and_secret\" and no key_id_header",
+        ));
+    }
+    if !by_issuer
+        && !form_scheme
+        && (keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac))
+    {
         return Err(paths.err(
             "signature.key_id_header",
             "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
@@ -214,6 +231,7 @@ pub(super) fn signature_rules(
         }
         (None, false) => None,
     };
+    let form_payload = form_payload_rule(paths, spec, scheme)?;
     let url_scheme = scheme == Scheme::UrlParamsHmac;
     if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
         return Err(paths.err(
@@ -248,10 +266,52 @@ pub(super) fn signature_rules(
         fields,
         key_id_header,
         nonce_header,
+        form_payload,
         algorithm_header,
         body_hash_param,
         required_headers: required_headers(paths, spec)?,
     })
+}
+
+/// `signature.signature_field` and `signature.payload_field`: both required by
+/// `form_payload_hmac`, refused elsewhere.
+fn form_payload_rule(
+    paths: &Paths,
+    spec: &PackSpec,
+    scheme: Scheme,
+) -> Result<Option<FormPayload>, PackError> {
+    let sig = &spec.signature;
+    if scheme != Scheme::FormPayloadHmac {
+        if sig.signature_field.is_some() {
+            return Err(paths.err("signature.signature_field", "only for form_payload_hmac"));
+        }
+        if sig.payload_field.is_some() {
+            return Err(paths.err("signature.payload_field", "only for form_payload_hmac"));
+        }
+        return Ok(None);
+    }
+    let field = |key: &str, value: &Option<String>| match value {
+        Some(v) => non_empty(paths, key, v),
+        None => Err(paths.err(key, "required by form_payload_hmac")),
+    };
+    let signature_field = field("signature.signature_field", &sig.signature_field)?;
+    let payload_field = field("signature.payload_field", &sig.payload_field)?;
+    if signature_field == payload_field {
+        return Err(paths.err(
+            "signature.payload_field",
+            "must differ from signature.signature_field",
+        ));
+    }
+    if !sig.headers.is_empty() {
+        return Err(paths.err(
+            "signature.headers",
+            "form_payload_hmac reads its signature from signature.signature_field",
+        ));
+    }
+    Ok(Some(FormPayload {
+        signature_field,
+        payload_field,
+    }))
 }
 
 /// `signature.required_headers`: header names checked, values not empty.

@@ -400,8 +400,12 @@ fn every_pack_ships_two_valid_vectors_and_every_tamper_case() {
 }
 
 /// A byte of a signed field's value, for packs that sign fields rather than bytes.
-const SIGNED_FIELD_NEEDLES: &[(&str, &str)] =
-    &[("adyen", "AUTHORISATION"), ("mailgun", "762702ea")];
+const SIGNED_FIELD_NEEDLES: &[(&str, &str)] = &[
+    ("adyen", "AUTHORISATION"),
+    ("mailgun", "762702ea"),
+    // the signed bt_payload field (the form's other fields are not signed)
+    ("braintree", "CiAgICAgICAgICAgIDxub3RpZmljYXRpb24"),
+];
 
 /// The variants every pack must refuse.
 fn tampered(case: &Case) -> Vec<(String, HeaderMap, Vec<u8>, Vec<String>)> {
@@ -1169,7 +1173,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""scheme": "hmac""#,
             r#""scheme": "ed2551""#,
-            r#"packs.linear.scheme: unknown scheme "ed2551" (expected hmac, ed25519, ecdsa_p256, rsa_sha256_certificate, shared_token, url_params_hmac, fields_hmac, jwt_hmac, url_nonce_hmac)"#,
+            r#"packs.linear.scheme: unknown scheme "ed2551" (expected hmac, ed25519, ecdsa_p256, rsa_sha256_certificate, shared_token, url_params_hmac, fields_hmac, jwt_hmac, url_nonce_hmac, form_payload_hmac)"#,
         ),
         (
             r#""scheme": "hmac""#,
