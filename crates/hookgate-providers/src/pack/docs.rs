@@ -519,6 +519,15 @@ impl Pack {
                  {nonce} header"
             );
         }
+        if let Some(list) = self.signed_headers_header {
+            return format!(
+                "the method, `\\n`, the path and query of `{{url}}` (the query escaped as a URI \
+                 component, then the whole URI-encoded; the host is not signed), `\\n`, the \
+                 headers named in {list} (lower-case names, trimmed values; with {list} itself \
+                 as the sorted names and the timestamp header) as `name:value` sorted by name \
+                 and joined by `;`, `\\n`, then the raw body"
+            );
+        }
         if let Some(form) = self.form_payload {
             return format!(
                 "the form-decoded text of the `{}` field (or that text followed by a line \
@@ -596,7 +605,10 @@ impl Pack {
 
     fn algorithm_text(&self) -> String {
         match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
+            Scheme::Hmac
+            | Scheme::FieldsHmac
+            | Scheme::UrlNonceHmac
+            | Scheme::CanonicalRequestHmac => {
                 format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
             }
             Scheme::FormPayloadHmac => format!(

@@ -63,9 +63,11 @@ impl Pack {
             return self.token_candidate(text);
         }
         let fits = |len: usize| match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac | Scheme::FormPayloadHmac => {
-                len == self.algorithm.tag_len()
-            }
+            Scheme::Hmac
+            | Scheme::FieldsHmac
+            | Scheme::UrlNonceHmac
+            | Scheme::FormPayloadHmac
+            | Scheme::CanonicalRequestHmac => len == self.algorithm.tag_len(),
             Scheme::UrlParamsHmac => matches!(len, 20 | 32 | 64),
             Scheme::Ed25519 => len == 64,
             Scheme::EcdsaP256 => (8..=72).contains(&len),
@@ -524,6 +526,9 @@ impl Pack {
             Scheme::JwtHmac => self.verify_jwt(ctx, &metadata.signatures, body, secrets, now)?,
             Scheme::UrlNonceHmac => self.verify_url_nonce(ctx, metadata, body, secrets)?,
             Scheme::FormPayloadHmac => self.verify_form_payload(body, secrets)?,
+            Scheme::CanonicalRequestHmac => {
+                self.verify_canonical_request(ctx, metadata, body, secrets)?
+            }
             Scheme::FieldsHmac => {
                 let (verified, timestamp) = self.verify_fields(ctx, metadata, body, secrets)?;
                 field_timestamp = timestamp;

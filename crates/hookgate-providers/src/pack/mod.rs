@@ -124,6 +124,7 @@ use std::sync::OnceLock;
 
 mod accessors;
 mod api;
+mod canonical_request;
 mod citations;
 mod compile;
 mod docs;
@@ -218,6 +219,9 @@ pub enum Scheme {
     /// in another, keyed with the SHA-1 digest of the private key (Braintree's
     /// `bt_signature` / `bt_payload`): `pack/form_payload.rs`.
     FormPayloadHmac,
+    /// HMAC over a canonical request — method, path, the headers the request lists as signed
+    /// and the body (Contentful): `pack/canonical_request.rs`.
+    CanonicalRequestHmac,
 }
 
 impl Scheme {
@@ -232,6 +236,7 @@ impl Scheme {
         Scheme::JwtHmac,
         Scheme::UrlNonceHmac,
         Scheme::FormPayloadHmac,
+        Scheme::CanonicalRequestHmac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -246,6 +251,7 @@ impl Scheme {
             Scheme::JwtHmac => "jwt_hmac",
             Scheme::UrlNonceHmac => "url_nonce_hmac",
             Scheme::FormPayloadHmac => "form_payload_hmac",
+            Scheme::CanonicalRequestHmac => "canonical_request_hmac",
         }
     }
 
@@ -582,6 +588,8 @@ pub struct Pack {
     nonce_header: Option<&'static str>,
     /// `form_payload_hmac`: the form fields carrying the signature pairs and the signed text.
     form_payload: Option<form_payload::FormPayload>,
+    /// `canonical_request_hmac`: the header listing the signed headers.
+    signed_headers_header: Option<&'static str>,
     /// The header naming which configured key signed (`key_id_and_secret` secrets).
     key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.

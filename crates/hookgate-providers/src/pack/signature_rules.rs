@@ -28,6 +28,7 @@ pub(super) struct SignatureRules {
     pub(super) key_id_header: Option<&'static str>,
     pub(super) nonce_header: Option<&'static str>,
     pub(super) form_payload: Option<FormPayload>,
+    pub(super) signed_headers_header: Option<&'static str>,
     pub(super) algorithm_header: Option<&'static str>,
     pub(super) body_hash_param: Option<&'static str>,
     pub(super) required_headers: &'static [(&'static str, &'static str)],
@@ -60,6 +61,7 @@ pub(super) fn signature_rules(
             | Scheme::FieldsHmac
             | Scheme::UrlNonceHmac
             | Scheme::FormPayloadHmac
+            | Scheme::CanonicalRequestHmac
     );
     let algorithm = match (&sig.algorithm, hmac_based) {
         (Some(text), true) => pick(
@@ -232,6 +234,33 @@ pub(super) fn signature_rules(
         (None, false) => None,
     };
     let form_payload = form_payload_rule(paths, spec, scheme)?;
+    let canonical = scheme == Scheme::CanonicalRequestHmac;
+    let signed_headers_header = match (&sig.signed_headers_header, canonical) {
+        (Some(h), true) => Some(header_name(paths, "signature.signed_headers_header", h)?),
+        (None, true) => {
+            return Err(paths.err(
+                "signature.signed_headers_header",
+                "required by canonical_request_hmac",
+            ));
+        }
+        (Some(_), false) => {
+            return Err(paths.err(
+                "signature.signed_headers_header",
+                "only for canonical_request_hmac",
+            ));
+        }
+        (None, false) => None,
+    };
+    let timestamp_header = spec
+        .timestamp
+        .as_ref()
+        .is_some_and(|t| t.from.iter().any(|l| l.starts_with("header:")));
+    if canonical && !timestamp_header {
+        return Err(paths.err(
+            "timestamp.from",
+            "canonical_request_hmac signs a timestamp header: name one",
+        ));
+    }
     let url_scheme = scheme == Scheme::UrlParamsHmac;
     if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
         return Err(paths.err(
@@ -267,6 +296,7 @@ pub(super) fn signature_rules(
         key_id_header,
         nonce_header,
         form_payload,
+        signed_headers_header,
         algorithm_header,
         body_hash_param,
         required_headers: required_headers(paths, spec)?,

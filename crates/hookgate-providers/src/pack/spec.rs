@@ -199,6 +199,9 @@ pub struct SignatureSpec {
     /// `url_nonce_hmac`: the header carrying the signed nonce.
     #[serde(default)]
     pub nonce_header: Option<String>,
+    /// `canonical_request_hmac`: the header listing the signed headers (names joined by `,`).
+    #[serde(default)]
+    pub signed_headers_header: Option<String>,
     /// `form_payload_hmac`: the form field carrying the `key_id|hex` signature pairs.
     #[serde(default)]
     pub signature_field: Option<String>,

@@ -1173,7 +1173,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""scheme": "hmac""#,
             r#""scheme": "ed2551""#,
-            r#"packs.linear.scheme: unknown scheme "ed2551" (expected hmac, ed25519, ecdsa_p256, rsa_sha256_certificate, shared_token, url_params_hmac, fields_hmac, jwt_hmac, url_nonce_hmac, form_payload_hmac)"#,
+            r#"packs.linear.scheme: unknown scheme "ed2551" (expected hmac, ed25519, ecdsa_p256, rsa_sha256_certificate, shared_token, url_params_hmac, fields_hmac, jwt_hmac, url_nonce_hmac, form_payload_hmac, canonical_request_hmac)"#,
         ),
         (
             r#""scheme": "hmac""#,

@@ -129,7 +129,11 @@ fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
     let mut spots = Vec::new();
     let whole_body = matches!(
         pack.scheme(),
-        Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate
+        Scheme::Hmac
+            | Scheme::Ed25519
+            | Scheme::EcdsaP256
+            | Scheme::RsaSha256Certificate
+            | Scheme::CanonicalRequestHmac
     );
     if whole_body {
         spots.extend((0..body.len()).map(Spot::Body));
