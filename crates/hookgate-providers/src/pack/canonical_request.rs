@@ -28,6 +28,17 @@ use crate::{BadRequestReason, Metadata, Rejection, TrustedSecret, Verified};
 /// At most this many names in the signed headers list.
 const MAX_SIGNED_HEADERS: usize = 32;
 
+/// What is signed, for the listing and the provider pages (`list`: the list header).
+pub(crate) fn signed_text(list: &str) -> String {
+    format!(
+        "the method, `\\n`, the path and query of `{{url}}` (the query escaped as a URI \
+         component, then the whole URI-encoded; the host is not signed), `\\n`, the headers \
+         named in {list} (lower-case names, trimmed values; with {list} itself as the sorted \
+         names and the timestamp header) as `name:value` sorted by name and joined by `;`, \
+         `\\n`, then the raw body"
+    )
+}
+
 /// `text` percent-encoded except for the bytes in `keep` and ASCII letters and digits.
 fn percent_encode(text: &str, keep: &[u8]) -> String {
     let mut out = String::with_capacity(text.len());
@@ -133,6 +144,15 @@ fn signed_headers(
 }
 
 impl Pack {
+    /// The signed bytes of the two schemes that name their own parts, for the listing.
+    pub(crate) fn code_scheme_signed_text(&self) -> Option<String> {
+        match (self.signed_headers_header, self.form_payload) {
+            (Some(list), _) => Some(signed_text(list)),
+            (None, Some(form)) => Some(form.signed_text()),
+            (None, None) => None,
+        }
+    }
+
     /// The list header and the timestamp header of a `canonical_request_hmac` pack.
     fn canonical_headers(&self) -> Option<(&'static str, &'static str)> {
         let list = self.signed_headers_header?;
@@ -174,7 +194,7 @@ impl Pack {
         body: &[u8],
     ) -> Option<(&'static str, String, Vec<u8>)> {
         let (list, timestamp) = self.canonical_headers()?;
-        let mut names = vec!["content-type", list, timestamp];
+        let mut names = ["content-type", list, timestamp];
         names.sort_unstable();
         let value = names.join(",");
         let headers = vec![

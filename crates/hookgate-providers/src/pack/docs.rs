@@ -462,11 +462,7 @@ impl Pack {
             };
         }
         if let Some(form) = self.form_payload {
-            text = format!(
-                "form field {}: `key_id|hex` pairs joined by `&` (entries without `|` are \
-                 skipped); only the pairs naming a configured key id are checked",
-                form.signature_field
-            );
+            text = form.signature_text();
         }
         if self.scheme == Scheme::SharedToken {
             text = self.token_text(text);
@@ -519,22 +515,8 @@ impl Pack {
                  {nonce} header"
             );
         }
-        if let Some(list) = self.signed_headers_header {
-            return format!(
-                "the method, `\\n`, the path and query of `{{url}}` (the query escaped as a URI \
-                 component, then the whole URI-encoded; the host is not signed), `\\n`, the \
-                 headers named in {list} (lower-case names, trimmed values; with {list} itself \
-                 as the sorted names and the timestamp header) as `name:value` sorted by name \
-                 and joined by `;`, `\\n`, then the raw body"
-            );
-        }
-        if let Some(form) = self.form_payload {
-            return format!(
-                "the form-decoded text of the `{}` field (or that text followed by a line \
-                 break); the `{}` field holds `key_id|hex` pairs joined by `&`, and the pair \
-                 of each configured public key is checked",
-                form.payload_field, form.signature_field
-            );
+        if let Some(text) = self.code_scheme_signed_text() {
+            return text;
         }
         match self.scheme {
             Scheme::SharedToken => {
@@ -608,14 +590,10 @@ impl Pack {
             Scheme::Hmac
             | Scheme::FieldsHmac
             | Scheme::UrlNonceHmac
+            | Scheme::FormPayloadHmac
             | Scheme::CanonicalRequestHmac => {
                 format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
             }
-            Scheme::FormPayloadHmac => format!(
-                "{} keyed with the digest of the private key, {}",
-                self.algorithm.hmac_text(),
-                self.encoding.as_str()
-            ),
             Scheme::UrlParamsHmac => {
                 let mut text =
                     format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str());

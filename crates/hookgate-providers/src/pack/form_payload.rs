@@ -16,6 +16,9 @@ use super::{Algorithm, Pack, primitives};
 use crate::common::{self, bad};
 use crate::{BadRequestReason, Rejection, TrustedSecret, Verified};
 
+/// A key id and the tag it announces.
+type Pair = (Vec<u8>, Vec<u8>);
+
 /// At most this many `key_id|hex` pairs in a signature field.
 const MAX_PAIRS: usize = 16;
 
@@ -24,6 +27,27 @@ const MAX_PAIRS: usize = 16;
 pub(crate) struct FormPayload {
     pub(crate) signature_field: &'static str,
     pub(crate) payload_field: &'static str,
+}
+
+impl FormPayload {
+    /// What is signed, for the listing and the provider pages.
+    pub(crate) fn signed_text(&self) -> String {
+        format!(
+            "the form-decoded text of the `{}` field (or that text followed by a line break), \
+             keyed with the digest of the private key; the `{}` field holds `key_id|hex` pairs joined by `&`, and the pair of each \
+             configured public key is checked",
+            self.payload_field, self.signature_field
+        )
+    }
+
+    /// Where the signature is, for the listing and the provider pages.
+    pub(crate) fn signature_text(&self) -> String {
+        format!(
+            "form field {}: `key_id|hex` pairs joined by `&` (entries without `|` are \
+             skipped); only the pairs naming a configured key id are checked",
+            self.signature_field
+        )
+    }
 }
 
 /// The HMAC key: the digest of the private key, for the pack's algorithm.
@@ -54,7 +78,7 @@ fn single_field(body: &[u8], name: &str) -> Result<Option<Vec<u8>>, Rejection> {
 /// The `key_id|hex` pairs of a signature field with a tag of the algorithm's length (entries
 /// without `|`, as the SDKs skip them, or with another tag, match nothing); a field with no
 /// such pair is malformed.
-fn parse_pairs(text: &[u8], tag_len: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Rejection> {
+fn parse_pairs(text: &[u8], tag_len: usize) -> Result<Vec<Pair>, Rejection> {
     let malformed = bad(BadRequestReason::MalformedSignature);
     let text = std::str::from_utf8(text).map_err(|_| malformed)?;
     let mut out = Vec::new();
@@ -160,7 +184,7 @@ impl Pack {
 
 /// A form field's parts.
 pub(crate) struct FormParts {
-    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    pairs: Vec<Pair>,
     payload: Vec<u8>,
 }
 

@@ -26,7 +26,8 @@
 //!   `experimental`. A key for a fact the pack lacks is refused.
 //! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
 //!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
-//!   `fields_hmac`, `jwt_hmac`.
+//!   `fields_hmac`, `jwt_hmac`, `url_nonce_hmac`, `form_payload_hmac`,
+//!   `canonical_request_hmac`.
 //! - `content_types` (accepted media types; an absent `Content-Type` is accepted, a different
 //!   one answers 415) and `send_content_type` (what `sign` sends); `content_encoding`
 //!   (`["gzip"]`: such a body is decoded within the body limit, counted after decoding, before
@@ -73,7 +74,14 @@
 //!   `key_id_and_secret` secret; LiveKit), `subject_is_url` (`sub` = the signed URL), `url_hash` and
 //!   `body_hash` (`{"claim", "encoding": "hex" | "base64" | "base64url"}`: the SHA-256 of the
 //!   URL / body; `body_hash` is required), `required_claims`, `leeway_seconds` (on `exp` and
-//!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`). The request verifies
+//!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`).
+//!   `form_payload_hmac` (`pack/form_payload.rs`, Braintree) has no `headers`: it adds
+//!   `signature_field` (the form field holding `key_id|hex` pairs joined by `&`) and
+//!   `payload_field` (the form field whose decoded text is signed, keyed with the digest of
+//!   the private key of a `key_id_and_secret` secret). `canonical_request_hmac`
+//!   (`pack/canonical_request.rs`, Contentful) adds `signed_headers_header` (the header
+//!   listing the signed headers) and needs a `header:` timestamp; it signs method, path,
+//!   the listed headers and the body, and needs `public_url`. The request verifies
 //!   if any candidate matches any trusted secret (constant time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
 //!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
