@@ -325,7 +325,7 @@ async fn send_signs_braintree_forms_and_contentful_canonical_requests() {
         let content_type = if endpoint == "bt" {
             "application/x-www-form-urlencoded"
         } else {
-            "application/json"
+            "application/vnd.contentful.management.v1+json"
         };
         let bare = reqwest::Client::new()
             .post(&url)
