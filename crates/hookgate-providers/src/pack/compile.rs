@@ -37,7 +37,7 @@ impl Coverage<'_> {
             _ => self
                 .template
                 .iter()
-                .any(|p| matches!(p, Part::Body | Part::BodySha256)),
+                .any(|p| matches!(p, Part::Body | Part::BodySha256 | Part::BodyJson)),
         }
     }
 

@@ -181,7 +181,7 @@ impl Pack {
                     _ => self
                         .template
                         .iter()
-                        .any(|p| matches!(p, Part::Body | Part::BodySha256)),
+                        .any(|p| matches!(p, Part::Body | Part::BodySha256 | Part::BodyJson)),
                 };
                 body || self
                     .fields
@@ -558,7 +558,11 @@ impl Pack {
         let mut out = String::new();
         for part in &self.template {
             match part {
-                Part::Literal(bytes) => out.push_str(&String::from_utf8_lossy(bytes)),
+                Part::Literal(bytes) => out.push_str(
+                    &String::from_utf8_lossy(bytes)
+                        .replace('{', "{{")
+                        .replace('}', "}}"),
+                ),
                 Part::Body => out.push_str("{body}"),
                 Part::Timestamp => out.push_str("{ts}"),
                 Part::Id => out.push_str("{id}"),
@@ -571,6 +575,7 @@ impl Pack {
                 }
                 Part::BodyCrc32 => out.push_str("{body_crc32}"),
                 Part::BodySha256 => out.push_str("{body_sha256}"),
+                Part::BodyJson => out.push_str("{body_json}"),
                 Part::SignatureItem(k) => {
                     let _ = write!(out, "{{signature:{k}}}");
                 }

@@ -273,6 +273,8 @@ impl Pack {
             crc32fast::hash(body).to_string()
         } else if self.template.contains(&Part::BodySha256) {
             super::primitives::sha256_hex(body)
+        } else if self.template.contains(&Part::BodyJson) {
+            super::body_json::json_string(body)
         } else {
             String::new()
         }
@@ -289,7 +291,9 @@ impl Pack {
             .map(|part| match part {
                 Part::Literal(bytes) => Ok(*bytes),
                 Part::Body => Ok(inputs.body),
-                Part::BodyCrc32 | Part::BodySha256 => Ok(inputs.body_digest.as_bytes()),
+                Part::BodyCrc32 | Part::BodySha256 | Part::BodyJson => {
+                    Ok(inputs.body_digest.as_bytes())
+                }
                 Part::Timestamp => inputs
                     .timestamp
                     .map(str::as_bytes)

@@ -124,6 +124,7 @@ use std::sync::OnceLock;
 
 mod accessors;
 mod api;
+mod body_json;
 mod citations;
 mod compile;
 mod docs;
@@ -394,6 +395,8 @@ pub(crate) enum Part {
     BodyCrc32,
     /// The lower-case hex SHA-256 of the body (Tebex).
     BodySha256,
+    /// The body as a JSON string literal, quotes included (Hygraph).
+    BodyJson,
     /// An item of the `key_value` signature header that is not the signature (NMI's nonce).
     SignatureItem(&'static str),
 }

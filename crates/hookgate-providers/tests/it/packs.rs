@@ -1214,12 +1214,12 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""signed": "{body}""#,
             r#""signed": "{bdy}""#,
-            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, body_sha256, ts, id, url, header:Name, option:name, signature:key)",
+            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, body_sha256, body_json, ts, id, url, header:Name, option:name, signature:key)",
         ),
         (
             r#""signed": "{body}""#,
             r#""signed": "v0:{body}{body}""#,
-            "packs.linear.signature.signed: the template must contain {body}, {body_crc32} or {body_sha256} exactly once",
+            "packs.linear.signature.signed: the template must contain {body}, {body_crc32}, {body_sha256} or {body_json} exactly once",
         ),
         (
             r#""signed": false"#,
