@@ -71,7 +71,10 @@ mod tests {
         assert_eq!(json_string(b"\n\r\t\x08\x0c"), r#""\n\r\t\b\f""#);
         assert_eq!(json_string(b"\x01\x1f"), r#""\u0001\u001f""#);
         // not escaped by JSON.stringify
-        assert_eq!(json_string("/ é ✓ \u{2028}".as_bytes()), "\"/ é ✓ \u{2028}\"");
+        assert_eq!(
+            json_string("/ é ✓ \u{2028}".as_bytes()),
+            "\"/ é ✓ \u{2028}\""
+        );
         assert_eq!(json_string(b""), "\"\"");
     }
 

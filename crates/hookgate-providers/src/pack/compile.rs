@@ -208,6 +208,7 @@ impl PackSpec {
         let super::signature_rules::SignatureRules {
             signature_headers,
             algorithm,
+            algorithm_option,
             encoding,
             jwt,
             format,
@@ -560,6 +561,7 @@ impl PackSpec {
             signature_header_names: keep_all(signature_headers),
             format,
             algorithm,
+            algorithm_option,
             encoding,
             template: parts,
             timestamp,

@@ -108,6 +108,15 @@ impl Algorithm {
             Algorithm::Sha1 => "HMAC-SHA1",
             Algorithm::Sha256 => "HMAC-SHA256",
             Algorithm::Sha512 => "HMAC-SHA512",
+            Algorithm::PlainSha256 => {
+                "SHA-256 of the secret then the signed bytes (a keyed hash, not an HMAC)"
+            }
+            Algorithm::PlainSha1KeyLast => {
+                "SHA-1 of the signed bytes then the secret (a keyed hash, not an HMAC)"
+            }
+            Algorithm::PlainSha256KeyLast => {
+                "SHA-256 of the signed bytes then the secret (a keyed hash, not an HMAC)"
+            }
         }
     }
 }

@@ -65,6 +65,10 @@ impl Pack {
         let fits = |len: usize| match self.scheme {
             Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
                 len == self.algorithm.tag_len()
+                    || self
+                        .algorithm_option
+                        .as_ref()
+                        .is_some_and(|o| o.values.iter().any(|(_, a)| a.tag_len() == len))
             }
             Scheme::UrlParamsHmac => matches!(len, 20 | 32 | 64),
             Scheme::Ed25519 => len == 64,
@@ -508,9 +512,12 @@ impl Pack {
                     Scheme::Hmac if !self.ed25519_versions().is_empty() => {
                         self.verify_hmac_or_ed25519(secrets, &parts, metadata)?
                     }
-                    Scheme::Hmac => {
-                        verify_hmac(self.algorithm, secrets, &parts, &metadata.signatures)?
-                    }
+                    Scheme::Hmac => verify_hmac(
+                        self.endpoint_algorithm(ctx.options),
+                        secrets,
+                        &parts,
+                        &metadata.signatures,
+                    )?,
                     Scheme::Ed25519 => {
                         verify_public(PublicKey::Ed25519, secrets, &parts, metadata)?
                     }

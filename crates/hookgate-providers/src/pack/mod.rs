@@ -138,6 +138,7 @@ mod handshake;
 mod header_option;
 mod jwt;
 mod key_value;
+mod keyed_hash;
 mod page;
 mod primitives;
 mod provider_page;
@@ -339,6 +340,12 @@ pub(crate) enum Algorithm {
     Sha1,
     Sha256,
     Sha512,
+    /// Keyed plain hashes, not HMACs ([`keyed_hash`]): SHA-256(secret ‖ signed).
+    PlainSha256,
+    /// SHA-1(signed ‖ secret).
+    PlainSha1KeyLast,
+    /// SHA-256(signed ‖ secret).
+    PlainSha256KeyLast,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -557,6 +564,8 @@ pub struct Pack {
     signature_header_names: &'static [&'static str],
     format: SignatureFormat,
     algorithm: Algorithm,
+    /// The endpoint option that picks another algorithm (Cloudinary's `signature_algorithm`).
+    algorithm_option: Option<keyed_hash::AlgorithmOption>,
     encoding: Encoding,
     template: Vec<Part>,
     timestamp: Option<TimestampRule>,

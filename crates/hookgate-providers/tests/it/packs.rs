@@ -934,6 +934,21 @@ fn options_are_checked_against_the_pack_naming_the_key() {
             .to_string(),
         "options.webhook_id: must be a non-empty string"
     );
+    // an option choosing the algorithm takes only the values the pack maps
+    let cloudinary = pack("cloudinary");
+    assert_eq!(
+        cloudinary
+            .check_options(&options(&[("signature_algorithm", "md5")]))
+            .unwrap_err()
+            .to_string(),
+        "options.signature_algorithm: must be one of sha1, sha256"
+    );
+    assert!(
+        cloudinary
+            .check_options(&options(&[("signature_algorithm", "sha256")]))
+            .is_ok()
+    );
+    assert!(cloudinary.check_options(&options(&[])).is_ok());
     let discord = pack("discord");
     assert_eq!(
         discord
@@ -1164,7 +1179,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""algorithm": "hmac-sha256""#,
             r#""algorithm": "sha256""#,
-            r#"packs.linear.signature.algorithm: unknown algorithm "sha256" (expected hmac-sha1, hmac-sha256, hmac-sha512)"#,
+            r#"packs.linear.signature.algorithm: unknown algorithm "sha256" (expected hmac-sha1, hmac-sha256, hmac-sha512, sha256-concat, sha1-concat-key-last, sha256-concat-key-last)"#,
         ),
         (
             r#""scheme": "hmac""#,
