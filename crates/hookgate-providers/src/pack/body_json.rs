@@ -3,7 +3,20 @@
 //! string). Quotes and backslashes are escaped, `\b \f \n \r \t` take their short forms, other
 //! control characters `\u00XX` (lower-case hex); everything else — `/`, non-ASCII, U+2028 —
 //! is written as it stands. A body that is not UTF-8 has no such encoding: it yields the empty
-//! text, which no JSON string literal equals, so its signature cannot verify.
+//! text, which no JSON string literal equals, and [`check_signable`] refuses it before any
+//! signature is computed.
+
+use super::Part;
+use crate::Rejection;
+
+/// A template signing `{body_json}` verifies no body that is not UTF-8 (its stand-in, the
+/// empty text, is the same for every such body).
+pub(crate) fn check_signable(template: &[Part], body: &[u8]) -> Result<(), Rejection> {
+    if template.contains(&Part::BodyJson) && std::str::from_utf8(body).is_err() {
+        return Err(Rejection::InvalidSignature);
+    }
+    Ok(())
+}
 
 /// The body as a quoted JSON string, or `""` (empty, not `"\"\""`) if it is not UTF-8.
 pub(crate) fn json_string(body: &[u8]) -> String {
@@ -33,7 +46,8 @@ pub(crate) fn json_string(body: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::json_string;
+    use super::{check_signable, json_string};
+    use crate::Rejection;
     use crate::pack::Part;
     use crate::pack::syntax::{Paths, template};
 
@@ -82,6 +96,13 @@ mod tests {
     fn a_body_that_is_not_utf8_has_no_encoding() {
         assert_eq!(json_string(b"\xff\xfe"), "");
         assert_ne!(json_string(b"\xff"), json_string("\u{fffd}".as_bytes()));
+        let template = [Part::BodyJson];
+        assert_eq!(
+            check_signable(&template, b"\xff"),
+            Err(Rejection::InvalidSignature)
+        );
+        assert_eq!(check_signable(&template, b"{}"), Ok(()));
+        assert_eq!(check_signable(&[Part::Body], b"\xff"), Ok(()));
     }
 
     #[test]

@@ -484,6 +484,7 @@ impl Pack {
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
+        super::body_json::check_signable(&self.template, body)?;
         // A scheme version or algorithm the provider's verifier insists on (not secret).
         if !self.required_headers.iter().all(|(name, value)| {
             matches!(info_header(ctx.headers, &[name]), Ok(Some(sent)) if sent == *value)
