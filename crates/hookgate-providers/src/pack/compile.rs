@@ -79,6 +79,11 @@ impl PackSpec {
         self.compile_with(root, true)
     }
 
+    /// A `signature_versions` generation, named under `root`.
+    pub(super) fn compile_nested(&self, root: &str, user: bool) -> Result<Pack, PackError> {
+        self.compile_with(root, user)
+    }
+
     fn compile_with(&self, root: &str, user: bool) -> Result<Pack, PackError> {
         let root = Paths {
             root: root.to_owned(),
@@ -562,6 +567,8 @@ impl PackSpec {
             format,
             algorithm,
             algorithm_option,
+            signature_versions: super::signature_versions::compile(paths, self, user)?
+                .map(Box::new),
             encoding,
             template: parts,
             timestamp,

@@ -351,6 +351,9 @@ impl Pack {
     /// (400: missing / duplicated / malformed).
     pub fn parse_metadata(&self, ctx: &RequestContext<'_>) -> Result<Metadata, Rejection> {
         use BadRequestReason::*;
+        if let Some(version) = self.signature_version(ctx)? {
+            return version.parse_metadata(ctx);
+        }
         if self.unsigned_handshake(ctx).is_some() {
             // A token handshake carries no signature; `verify` checks its token.
             return Ok(Metadata::default());
@@ -451,6 +454,9 @@ impl Pack {
         now: i64,
         tolerance_seconds: Option<u64>,
     ) -> Result<Verified, Rejection> {
+        if let Some(version) = self.signature_version(ctx)? {
+            return version.verify(ctx, metadata, body, secrets, now, tolerance_seconds);
+        }
         let (verified, signed_millis) = self.verify_signature(ctx, metadata, body, secrets, now)?;
         if let Some(millis) = signed_millis {
             self.check_freshness(millis, now, tolerance_seconds)?;

@@ -146,6 +146,7 @@ mod query_signature;
 mod schemes;
 mod sign;
 mod signature_rules;
+mod signature_versions;
 mod spec;
 mod syntax;
 mod trace;
@@ -566,6 +567,8 @@ pub struct Pack {
     algorithm: Algorithm,
     /// The endpoint option that picks another algorithm (Cloudinary's `signature_algorithm`).
     algorithm_option: Option<keyed_hash::AlgorithmOption>,
+    /// Older signature generations chosen by a version header (HubSpot v1/v2).
+    signature_versions: Option<Box<signature_versions::SignatureVersions>>,
     encoding: Encoding,
     template: Vec<Part>,
     timestamp: Option<TimestampRule>,

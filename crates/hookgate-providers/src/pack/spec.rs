@@ -34,6 +34,9 @@ pub struct PackSpec {
     /// `utf8`, `whsec_base64`, `hex` or `base64`.
     pub secret_format: String,
     pub signature: SignatureSpec,
+    /// Older signature generations chosen by a version header (`signature_versions`).
+    #[serde(default)]
+    pub signature_versions: Option<super::signature_versions::SignatureVersionsSpec>,
     #[serde(default)]
     pub timestamp: Option<TimestampSpec>,
     pub event_id: EventIdSpec,

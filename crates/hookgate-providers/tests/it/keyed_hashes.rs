@@ -204,3 +204,113 @@ fn the_algorithm_option_and_body_json_are_validated_naming_the_key() {
     let err = compile_error(|s| s["signature"]["signed"] = json!("{body}}"));
     assert!(err.contains("stray"), "{err}");
 }
+
+fn hubspot_headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    for (name, value) in pairs {
+        headers.insert(*name, value.parse().unwrap());
+    }
+    headers
+}
+
+#[test]
+fn hubspot_verifies_the_generation_its_version_header_names_when_v3_is_absent() {
+    let pack = pack::builtin("hubspot").unwrap();
+    let key = SecretMaterial::new(b"client-secret".to_vec());
+    let body = br#"[{"eventId":7,"subscriptionType":"contact.creation","objectId":1}]"#;
+    let url = "https://hooks.example.com/hubspot";
+    let opts = options(pack, &[]);
+    let run = |headers: &HeaderMap| -> Result<(), Rejection> {
+        let ctx = RequestContext {
+            method: &Method::POST,
+            headers,
+            raw_query: None,
+            public_url: Some(url),
+            options: &opts,
+        };
+        let metadata = pack.parse_metadata(&ctx)?;
+        let trusted = [TrustedSecret {
+            version: "v1",
+            key: &key,
+        }];
+        pack.verify(&ctx, &metadata, body, &trusted, NOW, None)?;
+        match pack.extract(&ctx, &metadata, body, Some(&key))? {
+            pack::Delivery::Events { events, .. } => {
+                assert_eq!(events[0].event_id, "7");
+                Ok(())
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let body_text = std::str::from_utf8(body).unwrap();
+    let v1 = hex(&sha2::Sha256::digest(format!("client-secret{body_text}")));
+    let v2 = hex(&sha2::Sha256::digest(format!(
+        "client-secretPOST{url}{body_text}"
+    )));
+    let sig = "x-hubspot-signature";
+    let version = "x-hubspot-signature-version";
+    assert_eq!(
+        run(&hubspot_headers(&[(sig, &v1), (version, "v1")])),
+        Ok(())
+    );
+    assert_eq!(
+        run(&hubspot_headers(&[(sig, &v2), (version, "v2")])),
+        Ok(())
+    );
+    // each generation signs its own bytes
+    assert_eq!(
+        run(&hubspot_headers(&[(sig, &v1), (version, "v2")])),
+        Err(Rejection::InvalidSignature)
+    );
+    // a version the pack does not list verifies nothing
+    assert_eq!(
+        run(&hubspot_headers(&[(sig, &v1), (version, "v4")])),
+        Err(Rejection::InvalidSignature)
+    );
+    // v3 present: v3 alone decides, a correct v1 beside a wrong v3 does not pass
+    let bad_v3 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, [0u8; 32]);
+    assert_eq!(
+        run(&hubspot_headers(&[
+            (sig, &v1),
+            (version, "v1"),
+            ("x-hubspot-signature-v3", &bad_v3),
+            ("x-hubspot-request-timestamp", "1767225595000"),
+        ])),
+        Err(Rejection::InvalidSignature)
+    );
+}
+
+#[test]
+fn signature_versions_are_validated_naming_the_key() {
+    let versions = |v1: Value| {
+        move |s: &mut Value| {
+            s["signature_versions"] =
+                json!({"header": "X-Sig-Version", "versions": {"v1": v1.clone()}})
+        }
+    };
+    let good = json!({"headers": ["X-Old"], "format": {"plain": {}},
+                      "algorithm": "sha256-concat", "encoding": "hex", "signed": "{body}"});
+    assert_eq!(compile_error(versions(good.clone())), "compiled");
+    let mut bad = good.clone();
+    bad["algorithm"] = json!("sha3");
+    let err = compile_error(versions(bad));
+    assert!(
+        err.starts_with("packs.sample.signature_versions.versions.v1.signature.algorithm:"),
+        "{err}"
+    );
+    let err = compile_error(|s| {
+        s["signature_versions"] = json!({"header": "X-Sig-Version", "versions": {}})
+    });
+    assert!(
+        err.starts_with("packs.sample.signature_versions.versions:"),
+        "{err}"
+    );
+    let err = compile_error(|s| {
+        s["signature_versions"] = json!({"header": "bad header", "versions": {"v1": good}})
+    });
+    assert!(
+        err.starts_with("packs.sample.signature_versions.header:"),
+        "{err}"
+    );
+}
