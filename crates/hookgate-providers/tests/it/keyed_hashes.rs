@@ -254,6 +254,21 @@ fn hubspot_verifies_the_generation_its_version_header_names_when_v3_is_absent() 
         run(&hubspot_headers(&[(sig, &v1), (version, "v1")])),
         Ok(())
     );
+    // `hookgate providers test` traces the generation the request names
+    let headers = hubspot_headers(&[(sig, &v2), (version, "v2")]);
+    let ctx = RequestContext {
+        method: &Method::POST,
+        headers: &headers,
+        raw_query: None,
+        public_url: Some(url),
+        options: &opts,
+    };
+    let trusted = [TrustedSecret {
+        version: "v1",
+        key: &key,
+    }];
+    let trace = pack.trace(&ctx, body, &trusted, &[], NOW, None, 1 << 20);
+    assert!(trace.verified, "{trace:?}");
     assert_eq!(
         run(&hubspot_headers(&[(sig, &v2), (version, "v2")])),
         Ok(())
