@@ -213,8 +213,10 @@ seed_expired() { # scenario run_no
                 log "seeding $RETENTION_ROWS expired rows (SQLite template for every run)"
                 "$BIN" bench-seed --config "$seed_dir/hookgate.toml" --rows "$RETENTION_ROWS" --days-ago 400 >&2
             fi
+            # The seeder checkpoints on close, so -wal/-shm are usually gone: a missing one is
+            # skipped (not a failed test, which `set -e` would take for an error).
             for f in "$template" "$template-wal" "$template-shm"; do
-                [ -f "$f" ] && cp "$f" "$CFG_DIR/hookgate.db${f#"$template"}"
+                if [ -f "$f" ]; then cp "$f" "$CFG_DIR/hookgate.db${f#"$template"}"; fi
             done
             ;;
         postgres-*)

@@ -11,26 +11,9 @@ if [ -x "$bin" ]; then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-chromium: $bin not found and apt-get is not available;" >&2
-    echo "  install the distribution's chromium package so that $bin exists" >&2
-    exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        sudo="sudo"
-    else
-        echo "ensure-chromium: need root (or sudo) to install chromium" >&2
-        exit 1
-    fi
-fi
-
-echo "ensure-chromium: $bin not found; installing Debian's chromium package"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
+# shellcheck source=lib/apt-install.sh
+. "$(dirname "$0")/lib/apt-install.sh"
+apt_install ensure-chromium "install the distribution's chromium package so that $bin exists" chromium fonts-dejavu-core
 
 if [ -x "$bin" ]; then
     echo "ensure-chromium: installed; $bin ($("$bin" --version 2>/dev/null || echo 'version unknown'))"

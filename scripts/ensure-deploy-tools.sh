@@ -16,26 +16,9 @@ if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-deploy-tools: missing package(s) ${missing[*]} and apt-get is not available;" >&2
-    echo "  install systemd-analyze (systemd) and promtool (prometheus) yourself" >&2
-    exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        sudo="sudo"
-    else
-        echo "ensure-deploy-tools: need root (or sudo) to install ${missing[*]}" >&2
-        exit 1
-    fi
-fi
-
-echo "ensure-deploy-tools: installing Debian's ${missing[*]} package(s)"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# shellcheck source=lib/apt-install.sh
+. "$(dirname "$0")/lib/apt-install.sh"
+apt_install ensure-deploy-tools "install systemd-analyze (systemd) and promtool (prometheus) yourself" "${missing[@]}"
 
 for tool in systemd-analyze promtool; do
     if ! command -v "$tool" >/dev/null 2>&1; then

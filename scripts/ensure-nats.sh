@@ -24,26 +24,9 @@ if bin=$(find_nats); then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-nats: nats-server not found and apt-get is not available;" >&2
-    echo "  install nats-server (2.9 or newer) so that it is on PATH" >&2
-    exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        sudo="sudo"
-    else
-        echo "ensure-nats: need root (or sudo) to install nats-server" >&2
-        exit 1
-    fi
-fi
-
-echo "ensure-nats: nats-server not found; installing Debian's nats-server package"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends nats-server
+# shellcheck source=lib/apt-install.sh
+. "$(dirname "$0")/lib/apt-install.sh"
+apt_install ensure-nats "install nats-server (2.9 or newer) so that it is on PATH" nats-server
 # The package may enable a system service; the tests run their own servers.
 if command -v systemctl >/dev/null 2>&1; then
     $sudo systemctl disable --now nats-server >/dev/null 2>&1 || true

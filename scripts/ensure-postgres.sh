@@ -25,26 +25,9 @@ if dir=$(find_bin_dir); then
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-postgres: initdb/pg_ctl not found and apt-get is not available;" >&2
-    echo "  install PostgreSQL's server binaries, or set DATABASE_URL for the tests" >&2
-    exit 1
-fi
-
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then
-        sudo="sudo"
-    else
-        echo "ensure-postgres: need root (or sudo) to install postgresql" >&2
-        exit 1
-    fi
-fi
-
-echo "ensure-postgres: initdb/pg_ctl not found; installing Debian's postgresql package"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends postgresql
+# shellcheck source=lib/apt-install.sh
+. "$(dirname "$0")/lib/apt-install.sh"
+apt_install ensure-postgres "install PostgreSQL's server binaries, or set DATABASE_URL for the tests" postgresql
 
 if dir=$(find_bin_dir); then
     echo "ensure-postgres: installed; initdb and pg_ctl in $dir ($("$dir/pg_ctl" --version))"

@@ -255,6 +255,15 @@ impl Pack {
                 }
                 None => {}
                 Some(value) => {
+                    if let Some(alg) = self.algorithm_option()
+                        && alg.option == rule.name
+                        && !alg.accepts(value)
+                    {
+                        return Err(OptionError::Malformed {
+                            key: rule.name.to_owned(),
+                            expected: alg.expected,
+                        });
+                    }
                     let ok = match rule.format {
                         OptionFormat::Text => !value.trim().is_empty(),
                         OptionFormat::Json => serde_json::from_str::<serde_json::Value>(value)

@@ -39,7 +39,7 @@ impl Coverage<'_> {
             _ => self
                 .template
                 .iter()
-                .any(|p| matches!(p, Part::Body | Part::BodySha256)),
+                .any(|p| matches!(p, Part::Body | Part::BodySha256 | Part::BodyJson)),
         }
     }
 
@@ -79,6 +79,11 @@ impl PackSpec {
     /// A user-defined pack (`provider_packs[2]`): it may name no sources.
     pub(crate) fn compile_user(&self, root: &str) -> Result<Pack, PackError> {
         self.compile_with(root, true)
+    }
+
+    /// A `signature_versions` generation, named under `root`.
+    pub(super) fn compile_nested(&self, root: &str, user: bool) -> Result<Pack, PackError> {
+        self.compile_with(root, user)
     }
 
     fn compile_with(&self, root: &str, user: bool) -> Result<Pack, PackError> {
@@ -210,6 +215,7 @@ impl PackSpec {
         let super::signature_rules::SignatureRules {
             signature_headers,
             algorithm,
+            algorithm_option,
             encoding,
             jwt,
             format,
@@ -570,6 +576,9 @@ impl PackSpec {
             signature_header_names: keep_all(signature_headers),
             format,
             algorithm,
+            algorithm_option,
+            signature_versions: super::signature_versions::compile(paths, self, user)?
+                .map(Box::new),
             encoding,
             template: parts,
             timestamp,

@@ -108,6 +108,15 @@ impl Algorithm {
             Algorithm::Sha1 => "HMAC-SHA1",
             Algorithm::Sha256 => "HMAC-SHA256",
             Algorithm::Sha512 => "HMAC-SHA512",
+            Algorithm::PlainSha256 => {
+                "SHA-256 of the secret then the signed bytes (a keyed hash, not an HMAC)"
+            }
+            Algorithm::PlainSha1KeyLast => {
+                "SHA-1 of the signed bytes then the secret (a keyed hash, not an HMAC)"
+            }
+            Algorithm::PlainSha256KeyLast => {
+                "SHA-256 of the signed bytes then the secret (a keyed hash, not an HMAC)"
+            }
         }
     }
 }
@@ -181,7 +190,7 @@ impl Pack {
                     _ => self
                         .template
                         .iter()
-                        .any(|p| matches!(p, Part::Body | Part::BodySha256)),
+                        .any(|p| matches!(p, Part::Body | Part::BodySha256 | Part::BodyJson)),
                 };
                 body || self
                     .fields
@@ -564,7 +573,11 @@ impl Pack {
         let mut out = String::new();
         for part in &self.template {
             match part {
-                Part::Literal(bytes) => out.push_str(&String::from_utf8_lossy(bytes)),
+                Part::Literal(bytes) => out.push_str(
+                    &String::from_utf8_lossy(bytes)
+                        .replace('{', "{{")
+                        .replace('}', "}}"),
+                ),
                 Part::Body => out.push_str("{body}"),
                 Part::Timestamp => out.push_str("{ts}"),
                 Part::Id => out.push_str("{id}"),
@@ -577,6 +590,7 @@ impl Pack {
                 }
                 Part::BodyCrc32 => out.push_str("{body_crc32}"),
                 Part::BodySha256 => out.push_str("{body_sha256}"),
+                Part::BodyJson => out.push_str("{body_json}"),
                 Part::SignatureItem(k) => {
                     let _ = write!(out, "{{signature:{k}}}");
                 }

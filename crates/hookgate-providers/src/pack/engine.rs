@@ -67,7 +67,13 @@ impl Pack {
             | Scheme::FieldsHmac
             | Scheme::UrlNonceHmac
             | Scheme::FormPayloadHmac
-            | Scheme::CanonicalRequestHmac => len == self.algorithm.tag_len(),
+            | Scheme::CanonicalRequestHmac => {
+                len == self.algorithm.tag_len()
+                    || self
+                        .algorithm_option
+                        .as_ref()
+                        .is_some_and(|o| o.values.iter().any(|(_, a)| a.tag_len() == len))
+            }
             Scheme::UrlParamsHmac => matches!(len, 20 | 32 | 64),
             Scheme::Ed25519 => len == 64,
             Scheme::EcdsaP256 => (8..=72).contains(&len),
@@ -275,6 +281,8 @@ impl Pack {
             crc32fast::hash(body).to_string()
         } else if self.template.contains(&Part::BodySha256) {
             super::primitives::sha256_hex(body)
+        } else if self.template.contains(&Part::BodyJson) {
+            super::body_json::json_string(body)
         } else {
             String::new()
         }
@@ -291,7 +299,9 @@ impl Pack {
             .map(|part| match part {
                 Part::Literal(bytes) => Ok(*bytes),
                 Part::Body => Ok(inputs.body),
-                Part::BodyCrc32 | Part::BodySha256 => Ok(inputs.body_digest.as_bytes()),
+                Part::BodyCrc32 | Part::BodySha256 | Part::BodyJson => {
+                    Ok(inputs.body_digest.as_bytes())
+                }
                 Part::Timestamp => inputs
                     .timestamp
                     .map(str::as_bytes)
@@ -345,6 +355,9 @@ impl Pack {
     /// (400: missing / duplicated / malformed).
     pub fn parse_metadata(&self, ctx: &RequestContext<'_>) -> Result<Metadata, Rejection> {
         use BadRequestReason::*;
+        if let Some(version) = self.signature_version(ctx)? {
+            return version.parse_metadata(ctx);
+        }
         if self.unsigned_handshake(ctx).is_some() {
             // A token handshake carries no signature; `verify` checks its token.
             return Ok(Metadata::default());
@@ -446,6 +459,9 @@ impl Pack {
         now: i64,
         tolerance_seconds: Option<u64>,
     ) -> Result<Verified, Rejection> {
+        if let Some(version) = self.signature_version(ctx)? {
+            return version.verify(ctx, metadata, body, secrets, now, tolerance_seconds);
+        }
         let (verified, signed_millis) = self.verify_signature(ctx, metadata, body, secrets, now)?;
         if let Some(millis) = signed_millis {
             self.check_freshness(millis, now, tolerance_seconds)?;
@@ -479,6 +495,7 @@ impl Pack {
         if self.require_body && body.is_empty() {
             return Err(bad(BadRequestReason::MissingBody));
         }
+        super::body_json::check_signable(&self.template, body)?;
         // A scheme version or algorithm the provider's verifier insists on (not secret).
         if !self.required_headers.iter().all(|(name, value)| {
             matches!(info_header(ctx.headers, &[name]), Ok(Some(sent)) if sent == *value)
@@ -507,9 +524,12 @@ impl Pack {
                     Scheme::Hmac if !self.ed25519_versions().is_empty() => {
                         self.verify_hmac_or_ed25519(secrets, &parts, metadata)?
                     }
-                    Scheme::Hmac => {
-                        verify_hmac(self.algorithm, secrets, &parts, &metadata.signatures)?
-                    }
+                    Scheme::Hmac => verify_hmac(
+                        self.endpoint_algorithm(ctx.options),
+                        secrets,
+                        &parts,
+                        &metadata.signatures,
+                    )?,
                     Scheme::Ed25519 => {
                         verify_public(PublicKey::Ed25519, secrets, &parts, metadata)?
                     }

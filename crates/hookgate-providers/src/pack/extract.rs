@@ -187,6 +187,9 @@ impl Pack {
         body: &[u8],
         key: Option<&SecretMaterial>,
     ) -> Result<Delivery, Rejection> {
+        if let Some(version) = self.signature_version(ctx)? {
+            return version.extract(ctx, metadata, body, key);
+        }
         // An id header is known before the body is parsed; its absence is reported first.
         if matches!(self.event_id, IdRule::Headers(_))
             && metadata.header_id.is_none()

@@ -53,8 +53,11 @@ impl FormPayload {
 /// The HMAC key: the digest of the private key, for the pack's algorithm.
 fn derived_key(algorithm: Algorithm, private: &[u8]) -> Vec<u8> {
     match algorithm {
-        Algorithm::Sha1 => Sha1::digest(private).to_vec(),
-        Algorithm::Sha256 => sha2::Sha256::digest(private).to_vec(),
+        // (the keyed plain hashes are refused for this scheme at load)
+        Algorithm::Sha1 | Algorithm::PlainSha1KeyLast => Sha1::digest(private).to_vec(),
+        Algorithm::Sha256 | Algorithm::PlainSha256 | Algorithm::PlainSha256KeyLast => {
+            sha2::Sha256::digest(private).to_vec()
+        }
         Algorithm::Sha512 => sha2::Sha512::digest(private).to_vec(),
     }
 }

@@ -132,6 +132,7 @@ use std::sync::OnceLock;
 
 mod accessors;
 mod api;
+mod body_json;
 mod canonical_request;
 mod citations;
 mod compile;
@@ -147,6 +148,7 @@ mod handshake;
 mod header_option;
 mod jwt;
 mod key_value;
+mod keyed_hash;
 mod page;
 mod primitives;
 mod provider_page;
@@ -154,6 +156,7 @@ mod query_signature;
 mod schemes;
 mod sign;
 mod signature_rules;
+mod signature_versions;
 mod spec;
 mod syntax;
 mod trace;
@@ -359,6 +362,12 @@ pub(crate) enum Algorithm {
     Sha1,
     Sha256,
     Sha512,
+    /// Keyed plain hashes, not HMACs ([`keyed_hash`]): SHA-256(secret ‖ signed).
+    PlainSha256,
+    /// SHA-1(signed ‖ secret).
+    PlainSha1KeyLast,
+    /// SHA-256(signed ‖ secret).
+    PlainSha256KeyLast,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -415,6 +424,8 @@ pub(crate) enum Part {
     BodyCrc32,
     /// The lower-case hex SHA-256 of the body (Tebex).
     BodySha256,
+    /// The body as a JSON string literal, quotes included (Hygraph).
+    BodyJson,
     /// An item of the `key_value` signature header that is not the signature (NMI's nonce).
     SignatureItem(&'static str),
 }
@@ -575,6 +586,10 @@ pub struct Pack {
     signature_header_names: &'static [&'static str],
     format: SignatureFormat,
     algorithm: Algorithm,
+    /// The endpoint option that picks another algorithm (Cloudinary's `signature_algorithm`).
+    algorithm_option: Option<keyed_hash::AlgorithmOption>,
+    /// Older signature generations chosen by a version header (HubSpot v1/v2).
+    signature_versions: Option<Box<signature_versions::SignatureVersions>>,
     encoding: Encoding,
     template: Vec<Part>,
     timestamp: Option<TimestampRule>,

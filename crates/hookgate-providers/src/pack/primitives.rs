@@ -40,13 +40,14 @@ const P256_SPKI_PREFIX: &[u8] = &[
 impl Algorithm {
     pub(crate) fn tag_len(self) -> usize {
         match self {
-            Algorithm::Sha1 => 20,
-            Algorithm::Sha256 => 32,
+            Algorithm::Sha1 | Algorithm::PlainSha1KeyLast => 20,
+            Algorithm::Sha256 | Algorithm::PlainSha256 | Algorithm::PlainSha256KeyLast => 32,
             Algorithm::Sha512 => 64,
         }
     }
 
-    /// HMAC of the concatenation of `parts`; the tag is the first `tag_len()` bytes.
+    /// HMAC (or keyed plain hash) of the concatenation of `parts`; the tag is the first
+    /// `tag_len()` bytes.
     pub(crate) fn mac(self, key: &[u8], parts: &[&[u8]]) -> [u8; MAX_TAG_LEN] {
         fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], parts: &[&[u8]], out: &mut [u8]) {
             // HMAC accepts keys of every length; this cannot fail.
@@ -58,10 +59,16 @@ impl Algorithm {
             out[..tag.len()].copy_from_slice(&tag);
         }
         let mut out = [0u8; MAX_TAG_LEN];
+        if super::keyed_hash::plain_hash(self, key, parts, &mut out) {
+            return out;
+        }
         match self {
             Algorithm::Sha1 => run::<Hmac<Sha1>>(key, parts, &mut out),
             Algorithm::Sha256 => run::<Hmac<Sha256>>(key, parts, &mut out),
             Algorithm::Sha512 => run::<Hmac<Sha512>>(key, parts, &mut out),
+            Algorithm::PlainSha256
+            | Algorithm::PlainSha1KeyLast
+            | Algorithm::PlainSha256KeyLast => {}
         }
         out
     }

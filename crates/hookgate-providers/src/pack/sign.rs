@@ -209,8 +209,9 @@ impl Pack {
                             Some(_) => split_key_id(key.expose()).map_or(&[][..], |(_, k)| k),
                             None => key.expose(),
                         };
-                        let tag = self.algorithm.mac(key, &parts);
-                        Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                        let algorithm = self.endpoint_algorithm(options);
+                        let tag = algorithm.mac(key, &parts);
+                        Some(self.encoding.encode(&tag[..algorithm.tag_len()]))
                     }
                     (Signer::Private(key), Some(parts))
                         if key.fits(self.scheme)

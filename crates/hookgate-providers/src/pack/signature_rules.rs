@@ -19,6 +19,7 @@ use super::{
 pub(super) struct SignatureRules {
     pub(super) signature_headers: Vec<&'static str>,
     pub(super) algorithm: Algorithm,
+    pub(super) algorithm_option: Option<super::keyed_hash::AlgorithmOption>,
     pub(super) encoding: Encoding,
     pub(super) jwt: Option<JwtRule>,
     pub(super) format: SignatureFormat,
@@ -69,11 +70,7 @@ pub(super) fn signature_rules(
             "signature.algorithm",
             "algorithm",
             text,
-            &[
-                ("hmac-sha1", Algorithm::Sha1),
-                ("hmac-sha256", Algorithm::Sha256),
-                ("hmac-sha512", Algorithm::Sha512),
-            ],
+            super::keyed_hash::ALGORITHMS,
         )?,
         (None, true) => {
             return Err(paths.err("signature.algorithm", "required by HMAC schemes"));
@@ -87,6 +84,24 @@ pub(super) fn signature_rules(
         // Unused by the scheme; a placeholder keeps the struct simple.
         (None, false) => Algorithm::Sha256,
     };
+    let own_parts = matches!(
+        scheme,
+        Scheme::FormPayloadHmac | Scheme::CanonicalRequestHmac
+    );
+    if own_parts
+        && !matches!(
+            algorithm,
+            Algorithm::Sha1 | Algorithm::Sha256 | Algorithm::Sha512
+        )
+    {
+        return Err(paths.err(
+            "signature.algorithm",
+            format!(
+                "the {} scheme needs an HMAC (hmac-sha1, hmac-sha256 or hmac-sha512)",
+                scheme.as_str()
+            ),
+        ));
+    }
     let encoding = pick(
         paths,
         "signature.encoding",
@@ -142,6 +157,12 @@ pub(super) fn signature_rules(
         (None, false) => Vec::new(),
     };
     let option_rules = option_rules(paths, spec)?;
+    let algorithm_option = super::keyed_hash::algorithm_option(
+        paths,
+        sig.algorithm_option.as_ref(),
+        scheme == Scheme::Hmac,
+        &option_rules,
+    )?;
     super::key_value::check_signature_items(paths, &parts, &format)?;
     for part in &parts {
         if let Part::Option(name) = part
@@ -287,6 +308,7 @@ pub(super) fn signature_rules(
     Ok(SignatureRules {
         signature_headers,
         algorithm,
+        algorithm_option,
         encoding,
         jwt,
         format,

@@ -34,6 +34,9 @@ pub struct PackSpec {
     /// `utf8`, `whsec_base64`, `hex` or `base64`.
     pub secret_format: String,
     pub signature: SignatureSpec,
+    /// Older signature generations chosen by a version header (`signature_versions`).
+    #[serde(default)]
+    pub signature_versions: Option<super::signature_versions::SignatureVersionsSpec>,
     #[serde(default)]
     pub timestamp: Option<TimestampSpec>,
     pub event_id: EventIdSpec,
@@ -182,9 +185,13 @@ pub struct SignatureSpec {
     /// secrets with that key id are tried; absent header = 400 `missing_signature`).
     #[serde(default)]
     pub key_id_header: Option<String>,
-    /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512` (HMAC schemes only).
+    /// `hmac-sha1`, `hmac-sha256` or `hmac-sha512` (HMAC schemes only), or a keyed plain
+    /// hash: `sha256-concat`, `sha1-concat-key-last`, `sha256-concat-key-last`.
     #[serde(default)]
     pub algorithm: Option<String>,
+    /// An endpoint option choosing the algorithm (`option`, `values`: value → algorithm).
+    #[serde(default)]
+    pub algorithm_option: Option<super::keyed_hash::AlgorithmOptionSpec>,
     /// `hex` (lower case), `base64`, `base64url`, `base64_hex` (base64 of the lower-case hex
     /// text: Solidgate) or `text` (shared tokens).
     pub encoding: String,

@@ -120,7 +120,7 @@ pub(crate) fn locations(
         .collect()
 }
 
-/// Parses `{body}`, `{ts}`, `{id}`, `{header:Name}` and literal text.
+/// Parses `{body}`, `{ts}`, `{id}`, `{header:Name}`, … and literal text (`{{`, `}}`: braces).
 pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError> {
     let field = "signature.signed";
     let mut parts = Vec::new();
@@ -128,6 +128,11 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
     let mut bodies = 0;
     while !rest.is_empty() {
         match rest.find(['{', '}']) {
+            // `{{` and `}}` are literal braces (a signed JSON document: Hygraph)
+            Some(0) if rest.starts_with("{{") || rest.starts_with("}}") => {
+                parts.push(Part::Literal(keep(&rest[..1]).as_bytes()));
+                rest = &rest[2..];
+            }
             Some(0) if rest.starts_with('{') => {
                 let end = rest
                     .find('}')
@@ -146,6 +151,10 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                         bodies += 1;
                         Part::BodySha256
                     }
+                    "body_json" => {
+                        bodies += 1;
+                        Part::BodyJson
+                    }
                     "ts" => Part::Timestamp,
                     "id" => Part::Id,
                     "url" => Part::Url,
@@ -159,7 +168,7 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
                             return Err(paths.err(
                                 field,
                                 format!(
-                                    "unknown placeholder {{{name}}} (expected body, body_crc32, body_sha256, ts, id, url, header:Name, option:name, signature:key)"
+                                    "unknown placeholder {{{name}}} (expected body, body_crc32, body_sha256, body_json, ts, id, url, header:Name, option:name, signature:key)"
                                 ),
                             ));
                         }
@@ -181,7 +190,7 @@ pub(crate) fn template(paths: &Paths, text: &str) -> Result<Vec<Part>, PackError
     if bodies != 1 {
         return Err(paths.err(
             field,
-            "the template must contain {body}, {body_crc32} or {body_sha256} exactly once",
+            "the template must contain {body}, {body_crc32}, {body_sha256} or {body_json} exactly once",
         ));
     }
     Ok(parts)

@@ -87,6 +87,18 @@ impl Pack {
         tolerance_seconds: Option<u64>,
         max_body_bytes: usize,
     ) -> Trace {
+        // An older signature generation (HubSpot v1/v2) is traced as its own pack.
+        if let Ok(Some(version)) = self.signature_version(ctx) {
+            return version.trace(
+                ctx,
+                body,
+                secrets,
+                untrusted,
+                now,
+                tolerance_seconds,
+                max_body_bytes,
+            );
+        }
         let mut trace = Trace {
             provider: self.id,
             verified: false,

@@ -7,6 +7,7 @@ mod bounds;
 mod engine_extensions;
 mod expectations;
 mod key_id_entries;
+mod keyed_hashes;
 mod listing;
 mod packs;
 mod query_signatures;

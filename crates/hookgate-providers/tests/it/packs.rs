@@ -938,6 +938,21 @@ fn options_are_checked_against_the_pack_naming_the_key() {
             .to_string(),
         "options.webhook_id: must be a non-empty string"
     );
+    // an option choosing the algorithm takes only the values the pack maps
+    let cloudinary = pack("cloudinary");
+    assert_eq!(
+        cloudinary
+            .check_options(&options(&[("signature_algorithm", "md5")]))
+            .unwrap_err()
+            .to_string(),
+        "options.signature_algorithm: must be one of sha1, sha256"
+    );
+    assert!(
+        cloudinary
+            .check_options(&options(&[("signature_algorithm", "sha256")]))
+            .is_ok()
+    );
+    assert!(cloudinary.check_options(&options(&[])).is_ok());
     let discord = pack("discord");
     assert_eq!(
         discord
@@ -1168,7 +1183,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""algorithm": "hmac-sha256""#,
             r#""algorithm": "sha256""#,
-            r#"packs.linear.signature.algorithm: unknown algorithm "sha256" (expected hmac-sha1, hmac-sha256, hmac-sha512)"#,
+            r#"packs.linear.signature.algorithm: unknown algorithm "sha256" (expected hmac-sha1, hmac-sha256, hmac-sha512, sha256-concat, sha1-concat-key-last, sha256-concat-key-last)"#,
         ),
         (
             r#""scheme": "hmac""#,
@@ -1218,12 +1233,12 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""signed": "{body}""#,
             r#""signed": "{bdy}""#,
-            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, body_sha256, ts, id, url, header:Name, option:name, signature:key)",
+            "packs.linear.signature.signed: unknown placeholder {bdy} (expected body, body_crc32, body_sha256, body_json, ts, id, url, header:Name, option:name, signature:key)",
         ),
         (
             r#""signed": "{body}""#,
             r#""signed": "v0:{body}{body}""#,
-            "packs.linear.signature.signed: the template must contain {body}, {body_crc32} or {body_sha256} exactly once",
+            "packs.linear.signature.signed: the template must contain {body}, {body_crc32}, {body_sha256} or {body_json} exactly once",
         ),
         (
             r#""signed": false"#,
