@@ -25,8 +25,10 @@ impl Pack {
     }
     /// Whether the signed bytes include the endpoint URL (`public_url` is then required).
     pub fn needs_public_url(&self) -> bool {
-        matches!(self.scheme, Scheme::UrlParamsHmac | Scheme::UrlNonceHmac)
-            || self.template.contains(&Part::Url)
+        matches!(
+            self.scheme,
+            Scheme::UrlParamsHmac | Scheme::UrlNonceHmac | Scheme::CanonicalRequestHmac
+        ) || self.template.contains(&Part::Url)
             || self
                 .jwt
                 .as_ref()

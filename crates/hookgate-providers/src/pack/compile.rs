@@ -31,6 +31,8 @@ impl Coverage<'_> {
         match self.scheme {
             Scheme::SharedToken => false,
             Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
+            // the payload field is signed; other form fields are not (not the body as such)
+            Scheme::FormPayloadHmac | Scheme::CanonicalRequestHmac => true,
             Scheme::FieldsHmac => false,
             Scheme::JwtHmac => self.jwt_body,
             // A SHA-256 of the body binds it as well as the body itself; a CRC does not.
@@ -222,6 +224,8 @@ impl PackSpec {
             fields,
             key_id_header,
             nonce_header,
+            form_payload,
+            signed_headers_header,
             algorithm_header,
             body_hash_param,
             required_headers,
@@ -286,6 +290,9 @@ impl PackSpec {
                     "the timestamp is not signed ({ts} is not in signature.signed); leave it out",
                 ));
             }
+        } else if scheme == Scheme::CanonicalRequestHmac {
+            // the timestamp header is one of the canonical request's signed headers (its
+            // presence is checked by signature_rules)
         } else if timestamp.is_some() {
             return Err(paths.err(
                 "timestamp",
@@ -524,6 +531,9 @@ impl PackSpec {
         if let Some(h) = nonce_header {
             signed_headers.push(h);
         }
+        if let Some(h) = signed_headers_header {
+            signed_headers.push(h);
+        }
         let mut unique = Vec::new();
         for h in signed_headers {
             if !unique.contains(&h) {
@@ -587,6 +597,8 @@ impl PackSpec {
             key_id_header,
             jwt,
             nonce_header,
+            form_payload,
+            signed_headers_header,
             required_headers,
             duplicate_checked_headers: keep_all(unique),
         })

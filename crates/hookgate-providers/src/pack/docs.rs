@@ -186,7 +186,7 @@ impl Pack {
                 let body = match self.scheme {
                     Scheme::SharedToken | Scheme::FieldsHmac => false,
                     Scheme::JwtHmac => self.jwt.as_ref().is_some_and(|j| j.body_hash.is_some()),
-                    Scheme::UrlParamsHmac | Scheme::UrlNonceHmac => true,
+                    Scheme::UrlParamsHmac | Scheme::UrlNonceHmac | Scheme::FormPayloadHmac => true,
                     _ => self
                         .template
                         .iter()
@@ -470,6 +470,9 @@ impl Pack {
                 format!("{embedded}; without it, {text} (over the raw body)")
             };
         }
+        if let Some(form) = self.form_payload {
+            text = form.signature_text();
+        }
         if self.scheme == Scheme::SharedToken {
             text = self.token_text(text);
         } else {
@@ -520,6 +523,9 @@ impl Pack {
                  every form parameter's name and value sorted by name, then `.` and the \
                  {nonce} header"
             );
+        }
+        if let Some(text) = self.code_scheme_signed_text() {
+            return text;
         }
         match self.scheme {
             Scheme::SharedToken => {
@@ -595,7 +601,11 @@ impl Pack {
 
     fn algorithm_text(&self) -> String {
         match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
+            Scheme::Hmac
+            | Scheme::FieldsHmac
+            | Scheme::UrlNonceHmac
+            | Scheme::FormPayloadHmac
+            | Scheme::CanonicalRequestHmac => {
                 format!("{}, {}", self.algorithm.hmac_text(), self.encoding.as_str())
             }
             Scheme::UrlParamsHmac => {

@@ -63,7 +63,11 @@ impl Pack {
             return self.token_candidate(text);
         }
         let fits = |len: usize| match self.scheme {
-            Scheme::Hmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac => {
+            Scheme::Hmac
+            | Scheme::FieldsHmac
+            | Scheme::UrlNonceHmac
+            | Scheme::FormPayloadHmac
+            | Scheme::CanonicalRequestHmac => {
                 len == self.algorithm.tag_len()
                     || self
                         .algorithm_option
@@ -366,7 +370,8 @@ impl Pack {
                 .signature_header_names
                 .iter()
                 .any(|n| headers.contains_key(*n)))
-            || self.token_in_body();
+            || self.token_in_body()
+            || self.scheme == Scheme::FormPayloadHmac;
         let (signatures, param_timestamp) = if in_body {
             (Vec::new(), None)
         } else if let Some(tokens) = self.token_from_query(ctx)? {
@@ -540,6 +545,10 @@ impl Pack {
             Scheme::UrlParamsHmac => self.verify_url_params(ctx, metadata, body, secrets)?,
             Scheme::JwtHmac => self.verify_jwt(ctx, &metadata.signatures, body, secrets, now)?,
             Scheme::UrlNonceHmac => self.verify_url_nonce(ctx, metadata, body, secrets)?,
+            Scheme::FormPayloadHmac => self.verify_form_payload(body, secrets)?,
+            Scheme::CanonicalRequestHmac => {
+                self.verify_canonical_request(ctx, metadata, body, secrets)?
+            }
             Scheme::FieldsHmac => {
                 let (verified, timestamp) = self.verify_fields(ctx, metadata, body, secrets)?;
                 field_timestamp = timestamp;

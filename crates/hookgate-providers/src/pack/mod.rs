@@ -26,7 +26,8 @@
 //!   `experimental`. A key for a fact the pack lacks is refused.
 //! - `scheme`, the code that executes the pack ([`Scheme`]): `hmac`, `ed25519`, `ecdsa_p256`,
 //!   `rsa_sha256_certificate` (the four sign a template), `shared_token`, `url_params_hmac`,
-//!   `fields_hmac`, `jwt_hmac`.
+//!   `fields_hmac`, `jwt_hmac`, `url_nonce_hmac`, `form_payload_hmac`,
+//!   `canonical_request_hmac`.
 //! - `content_types` (accepted media types; an absent `Content-Type` is accepted, a different
 //!   one answers 415) and `send_content_type` (what `sign` sends); `content_encoding`
 //!   (`["gzip"]`: such a body is decoded within the body limit, counted after decoding, before
@@ -73,7 +74,14 @@
 //!   `key_id_and_secret` secret; LiveKit), `subject_is_url` (`sub` = the signed URL), `url_hash` and
 //!   `body_hash` (`{"claim", "encoding": "hex" | "base64" | "base64url"}`: the SHA-256 of the
 //!   URL / body; `body_hash` is required), `required_claims`, `leeway_seconds` (on `exp` and
-//!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`). The request verifies
+//!   `nbf`; an expired or not-yet-valid token answers `stale_timestamp`).
+//!   `form_payload_hmac` (`pack/form_payload.rs`, Braintree) has no `headers`: it adds
+//!   `signature_field` (the form field holding `key_id|hex` pairs joined by `&`) and
+//!   `payload_field` (the form field whose decoded text is signed, keyed with the digest of
+//!   the private key of a `key_id_and_secret` secret). `canonical_request_hmac`
+//!   (`pack/canonical_request.rs`, Contentful) adds `signed_headers_header` (the header
+//!   listing the signed headers) and needs a `header:` timestamp; it signs method, path,
+//!   the listed headers and the body, and needs `public_url`. The request verifies
 //!   if any candidate matches any trusted secret (constant time for shared secrets).
 //! - `timestamp` (only when signed): `from` (`header:Name`…, `signature:<timestamp_key>`, or
 //!   `json:/pointer` read from the verified body — for `fields_hmac`, one of its fields),
@@ -125,12 +133,14 @@ use std::sync::OnceLock;
 mod accessors;
 mod api;
 mod body_json;
+mod canonical_request;
 mod citations;
 mod compile;
 mod docs;
 mod ed25519_versions;
 mod engine;
 mod extract;
+mod form_payload;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod generic;
@@ -216,6 +226,13 @@ pub enum Scheme {
     /// HMAC over the URL with its query sorted, the sorted form parameters and a nonce from a
     /// header (`<url>?<k=v&…>.<name><value>….<nonce>`: Plivo's V3).
     UrlNonceHmac,
+    /// HMAC over the text of one form field, the signature `key_id|hex` pairs (joined by `&`)
+    /// in another, keyed with the SHA-1 digest of the private key (Braintree's
+    /// `bt_signature` / `bt_payload`): `pack/form_payload.rs`.
+    FormPayloadHmac,
+    /// HMAC over a canonical request — method, path, the headers the request lists as signed
+    /// and the body (Contentful): `pack/canonical_request.rs`.
+    CanonicalRequestHmac,
 }
 
 impl Scheme {
@@ -229,6 +246,8 @@ impl Scheme {
         Scheme::FieldsHmac,
         Scheme::JwtHmac,
         Scheme::UrlNonceHmac,
+        Scheme::FormPayloadHmac,
+        Scheme::CanonicalRequestHmac,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -242,6 +261,8 @@ impl Scheme {
             Scheme::FieldsHmac => "fields_hmac",
             Scheme::JwtHmac => "jwt_hmac",
             Scheme::UrlNonceHmac => "url_nonce_hmac",
+            Scheme::FormPayloadHmac => "form_payload_hmac",
+            Scheme::CanonicalRequestHmac => "canonical_request_hmac",
         }
     }
 
@@ -588,6 +609,10 @@ pub struct Pack {
     jwt: Option<jwt::JwtRule>,
     /// `url_nonce_hmac`: the header carrying the signed nonce.
     nonce_header: Option<&'static str>,
+    /// `form_payload_hmac`: the form fields carrying the signature pairs and the signed text.
+    form_payload: Option<form_payload::FormPayload>,
+    /// `canonical_request_hmac`: the header listing the signed headers.
+    signed_headers_header: Option<&'static str>,
     /// The header naming which configured key signed (`key_id_and_secret` secrets).
     key_id_header: Option<&'static str>,
     /// Signed headers: a repetition answers `duplicated_signature`.

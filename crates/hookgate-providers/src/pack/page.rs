@@ -259,6 +259,8 @@ fn summary_table(packs: &[Pack]) -> String {
             Scheme::UrlNonceHmac => {
                 "`{url}` (query sorted) + sorted form parameters + nonce".to_owned()
             }
+            Scheme::FormPayloadHmac => "a form field's text".to_owned(),
+            Scheme::CanonicalRequestHmac => "method + path + listed headers + body".to_owned(),
         };
         let tolerance = match (info.tolerance_seconds, info.max_future_seconds) {
             (Some(t), Some(f)) if f != t => format!("{t} s past, {f} s ahead"),

@@ -187,6 +187,7 @@ impl Pack {
         let mut body = request.body.to_vec();
         let mut url = target.public_url.map(str::to_owned);
         let mut nonce_value = None;
+        let mut list_header = None;
         let signature = match self.scheme {
             Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate => {
                 let body_digest = self.body_digest(request.body);
@@ -248,6 +249,36 @@ impl Pack {
                 let tag = self.algorithm.mac(key.expose(), &[&signed]);
                 self.encoding.encode(&tag[..self.algorithm.tag_len()])
             }),
+            Scheme::CanonicalRequestHmac => {
+                let millis = self
+                    .timestamp
+                    .as_ref()
+                    .map_or(request.timestamp * 1000, |rule| {
+                        timestamp
+                            .as_deref()
+                            .and_then(|t| self.parse_time(rule.format, t).ok())
+                            .unwrap_or(request.timestamp * 1000)
+                    });
+                url.as_deref().zip(shared).and_then(|(url, key)| {
+                    let (name, value, signed) = self.sign_canonical_request(
+                        url,
+                        self.send_content_type,
+                        millis,
+                        request.body,
+                    )?;
+                    list_header = Some((name, value));
+                    let tag = self.algorithm.mac(key.expose(), &[&signed]);
+                    Some(self.encoding.encode(&tag[..self.algorithm.tag_len()]))
+                })
+            }
+            Scheme::FormPayloadHmac => {
+                if let Some(form) =
+                    shared.and_then(|key| self.sign_form_payload(key.expose(), request.body))
+                {
+                    body = form;
+                }
+                None
+            }
             Scheme::JwtHmac => shared.and_then(|key| {
                 self.sign_jwt(
                     key,
@@ -322,6 +353,9 @@ impl Pack {
             }
         }
         for (name, value) in self.required_headers {
+            common::push_header(&mut headers, name, value);
+        }
+        if let Some((name, value)) = &list_header {
             common::push_header(&mut headers, name, value);
         }
         if let (Some(name), Some(nonce)) = (self.nonce_header, &nonce_value) {

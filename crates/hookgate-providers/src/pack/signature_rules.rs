@@ -4,6 +4,7 @@
 //! and body hash parameter, `jwt_hmac`'s claims). Part of [`PackSpec::compile`]; errors name
 //! the field path, in the order the fields are checked.
 
+use super::form_payload::FormPayload;
 use super::jwt::JwtRule;
 use super::spec::PackSpec;
 use super::syntax::{
@@ -27,6 +28,8 @@ pub(super) struct SignatureRules {
     pub(super) fields: Option<FieldsRule>,
     pub(super) key_id_header: Option<&'static str>,
     pub(super) nonce_header: Option<&'static str>,
+    pub(super) form_payload: Option<FormPayload>,
+    pub(super) signed_headers_header: Option<&'static str>,
     pub(super) algorithm_header: Option<&'static str>,
     pub(super) body_hash_param: Option<&'static str>,
     pub(super) required_headers: &'static [(&'static str, &'static str)],
@@ -41,8 +44,8 @@ pub(super) fn signature_rules(
     token_source: TokenSource,
 ) -> Result<SignatureRules, PackError> {
     let sig = &spec.signature;
-    let header_required =
-        !matches!(scheme, Scheme::FieldsHmac) && token_source == TokenSource::Header;
+    let header_required = !matches!(scheme, Scheme::FieldsHmac | Scheme::FormPayloadHmac)
+        && token_source == TokenSource::Header;
     if header_required && sig.headers.is_empty() {
         return Err(paths.err("signature.headers", "name at least one header"));
     }
@@ -54,7 +57,12 @@ pub(super) fn signature_rules(
         .collect::<Result<Vec<_>, _>>()?;
     let hmac_based = matches!(
         scheme,
-        Scheme::Hmac | Scheme::UrlParamsHmac | Scheme::FieldsHmac | Scheme::UrlNonceHmac
+        Scheme::Hmac
+            | Scheme::UrlParamsHmac
+            | Scheme::FieldsHmac
+            | Scheme::UrlNonceHmac
+            | Scheme::FormPayloadHmac
+            | Scheme::CanonicalRequestHmac
     );
     let algorithm = match (&sig.algorithm, hmac_based) {
         (Some(text), true) => pick(
@@ -76,6 +84,24 @@ pub(super) fn signature_rules(
         // Unused by the scheme; a placeholder keeps the struct simple.
         (None, false) => Algorithm::Sha256,
     };
+    let own_parts = matches!(
+        scheme,
+        Scheme::FormPayloadHmac | Scheme::CanonicalRequestHmac
+    );
+    if own_parts
+        && !matches!(
+            algorithm,
+            Algorithm::Sha1 | Algorithm::Sha256 | Algorithm::Sha512
+        )
+    {
+        return Err(paths.err(
+            "signature.algorithm",
+            format!(
+                "the {} scheme needs an HMAC (hmac-sha1, hmac-sha256 or hmac-sha512)",
+                scheme.as_str()
+            ),
+        ));
+    }
     let encoding = pick(
         paths,
         "signature.encoding",
@@ -201,7 +227,18 @@ pub(super) fn signature_rules(
             "goes with secret_format \"key_id_and_secret\" and no key_id_header",
         ));
     }
-    if !by_issuer && (keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac)) {
+    // A form_payload_hmac signature names its key itself (`key_id|hex` pairs).
+    let form_scheme = scheme == Scheme::FormPayloadHmac;
+    if form_scheme && (!keyed || key_id_header.is_some()) {
+        return Err(paths.err(
+            "secret_format",
+            "form_payload_hmac needs \"key_id_and_secret\" and no key_id_header",
+        ));
+    }
+    if !by_issuer
+        && !form_scheme
+        && (keyed != key_id_header.is_some() || (keyed && scheme != Scheme::Hmac))
+    {
         return Err(paths.err(
             "signature.key_id_header",
             "goes with secret_format \"key_id_and_secret\", for the hmac scheme",
@@ -217,6 +254,34 @@ pub(super) fn signature_rules(
         }
         (None, false) => None,
     };
+    let form_payload = form_payload_rule(paths, spec, scheme)?;
+    let canonical = scheme == Scheme::CanonicalRequestHmac;
+    let signed_headers_header = match (&sig.signed_headers_header, canonical) {
+        (Some(h), true) => Some(header_name(paths, "signature.signed_headers_header", h)?),
+        (None, true) => {
+            return Err(paths.err(
+                "signature.signed_headers_header",
+                "required by canonical_request_hmac",
+            ));
+        }
+        (Some(_), false) => {
+            return Err(paths.err(
+                "signature.signed_headers_header",
+                "only for canonical_request_hmac",
+            ));
+        }
+        (None, false) => None,
+    };
+    let timestamp_header = spec
+        .timestamp
+        .as_ref()
+        .is_some_and(|t| t.from.iter().any(|l| l.starts_with("header:")));
+    if canonical && !timestamp_header {
+        return Err(paths.err(
+            "timestamp.from",
+            "canonical_request_hmac signs a timestamp header: name one",
+        ));
+    }
     let url_scheme = scheme == Scheme::UrlParamsHmac;
     if !url_scheme && (sig.algorithm_header.is_some() || sig.body_hash_param.is_some()) {
         return Err(paths.err(
@@ -252,10 +317,53 @@ pub(super) fn signature_rules(
         fields,
         key_id_header,
         nonce_header,
+        form_payload,
+        signed_headers_header,
         algorithm_header,
         body_hash_param,
         required_headers: required_headers(paths, spec)?,
     })
+}
+
+/// `signature.signature_field` and `signature.payload_field`: both required by
+/// `form_payload_hmac`, refused elsewhere.
+fn form_payload_rule(
+    paths: &Paths,
+    spec: &PackSpec,
+    scheme: Scheme,
+) -> Result<Option<FormPayload>, PackError> {
+    let sig = &spec.signature;
+    if scheme != Scheme::FormPayloadHmac {
+        if sig.signature_field.is_some() {
+            return Err(paths.err("signature.signature_field", "only for form_payload_hmac"));
+        }
+        if sig.payload_field.is_some() {
+            return Err(paths.err("signature.payload_field", "only for form_payload_hmac"));
+        }
+        return Ok(None);
+    }
+    let field = |key: &str, value: &Option<String>| match value {
+        Some(v) => non_empty(paths, key, v),
+        None => Err(paths.err(key, "required by form_payload_hmac")),
+    };
+    let signature_field = field("signature.signature_field", &sig.signature_field)?;
+    let payload_field = field("signature.payload_field", &sig.payload_field)?;
+    if signature_field == payload_field {
+        return Err(paths.err(
+            "signature.payload_field",
+            "must differ from signature.signature_field",
+        ));
+    }
+    if !sig.headers.is_empty() {
+        return Err(paths.err(
+            "signature.headers",
+            "form_payload_hmac reads its signature from signature.signature_field",
+        ));
+    }
+    Ok(Some(FormPayload {
+        signature_field,
+        payload_field,
+    }))
 }
 
 /// `signature.required_headers`: header names checked, values not empty.

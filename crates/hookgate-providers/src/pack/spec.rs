@@ -206,6 +206,15 @@ pub struct SignatureSpec {
     /// `url_nonce_hmac`: the header carrying the signed nonce.
     #[serde(default)]
     pub nonce_header: Option<String>,
+    /// `canonical_request_hmac`: the header listing the signed headers (names joined by `,`).
+    #[serde(default)]
+    pub signed_headers_header: Option<String>,
+    /// `form_payload_hmac`: the form field carrying the `key_id|hex` signature pairs.
+    #[serde(default)]
+    pub signature_field: Option<String>,
+    /// `form_payload_hmac`: the form field whose (decoded) text is signed.
+    #[serde(default)]
+    pub payload_field: Option<String>,
     /// `url_params_hmac`: the query parameter carrying the hex SHA-256 of a non-form body.
     #[serde(default)]
     pub body_hash_param: Option<String>,

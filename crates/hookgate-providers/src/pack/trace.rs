@@ -339,6 +339,11 @@ impl Pack {
             TokenSource::Header if self.scheme == Scheme::FieldsHmac && present.is_empty() => {
                 "signature read from the signed objects in the body".to_owned()
             }
+            TokenSource::Header if self.scheme == Scheme::FormPayloadHmac => {
+                "signature pairs read from a form field of the body at verification (none \
+                 from headers)"
+                    .to_owned()
+            }
             TokenSource::Header => format!(
                 "expected header {} ({format}); present: {}",
                 self.signature_header_names.join(" or "),

@@ -193,8 +193,12 @@ pub(crate) const COMPOSED_IDS: &[(&str, &str)] = &[
 
 /// Shared valid vectors without an id whose pack identifies them by the SHA-256 of the body
 /// (`sha256:` + its hex; the generated files carry that id themselves).
-pub(crate) const BODY_DIGEST_IDS: &[&str] =
-    &["cronofy/shared/", "hygraph/shared/", "cloudinary/shared/"];
+pub(crate) const BODY_DIGEST_IDS: &[&str] = &[
+    "cronofy/shared/",
+    "hygraph/shared/",
+    "cloudinary/shared/",
+    "braintree/shared/",
+];
 
 /// Valid vectors without an id whose pack identifies them by the verified signature
 /// (`sig:` + the signature header's bytes in hex).

@@ -400,8 +400,12 @@ fn every_pack_ships_two_valid_vectors_and_every_tamper_case() {
 }
 
 /// A byte of a signed field's value, for packs that sign fields rather than bytes.
-const SIGNED_FIELD_NEEDLES: &[(&str, &str)] =
-    &[("adyen", "AUTHORISATION"), ("mailgun", "762702ea")];
+const SIGNED_FIELD_NEEDLES: &[(&str, &str)] = &[
+    ("adyen", "AUTHORISATION"),
+    ("mailgun", "762702ea"),
+    // the signed bt_payload field (the form's other fields are not signed)
+    ("braintree", "CiAgICAgICAgICAgIDxub3RpZmljYXRpb24"),
+];
 
 /// The variants every pack must refuse.
 fn tampered(case: &Case) -> Vec<(String, HeaderMap, Vec<u8>, Vec<String>)> {
@@ -1184,7 +1188,7 @@ fn bad_packs_fail_with_the_field_named() {
         (
             r#""scheme": "hmac""#,
             r#""scheme": "ed2551""#,
-            r#"packs.linear.scheme: unknown scheme "ed2551" (expected hmac, ed25519, ecdsa_p256, rsa_sha256_certificate, shared_token, url_params_hmac, fields_hmac, jwt_hmac, url_nonce_hmac)"#,
+            r#"packs.linear.scheme: unknown scheme "ed2551" (expected hmac, ed25519, ecdsa_p256, rsa_sha256_certificate, shared_token, url_params_hmac, fields_hmac, jwt_hmac, url_nonce_hmac, form_payload_hmac, canonical_request_hmac)"#,
         ),
         (
             r#""scheme": "hmac""#,
@@ -1325,6 +1329,28 @@ fn bad_packs_fail_with_the_field_named() {
             r#""secret_format": "utf8""#,
             r#""secret_format": "utf8", "content_encoding": ["br"]"#,
             r#"packs.linear.content_encoding[0]: unknown content encoding "br" (expected gzip)"#,
+        ),
+        (
+            r#""encoding": "hex""#,
+            r#""encoding": "hex", "signed_headers_header": "x-list""#,
+            "packs.linear.signature.signed_headers_header: only for canonical_request_hmac",
+        ),
+        (
+            r#""encoding": "hex""#,
+            r#""encoding": "hex", "payload_field": "p""#,
+            "packs.linear.signature.payload_field: only for form_payload_hmac",
+        ),
+        (
+            r#""scheme": "hmac""#,
+            r#""scheme": "canonical_request_hmac""#,
+            "packs.linear.signature.signed: the canonical_request_hmac scheme builds its own \
+             signed bytes",
+        ),
+        (
+            r#""scheme": "hmac""#,
+            r#""scheme": "form_payload_hmac""#,
+            "packs.linear.signature.signed: the form_payload_hmac scheme builds its own signed \
+             bytes",
         ),
         (
             r#""encoding": "hex""#,
@@ -1492,4 +1518,44 @@ fn public_key_packs_sign_with_the_private_key() {
         .to_string();
     assert!(!err.contains("s3cr3t"), "{err}");
     assert!(pack("stripe").decode_signing_key("x").is_err());
+}
+
+/// The keys of the two code schemes that name their own parts are checked at load, the
+/// error naming the key (starting from the built-in Braintree and Contentful packs).
+#[test]
+fn form_payload_and_canonical_request_keys_are_checked_naming_the_key() {
+    let braintree = include_str!("../../packs/braintree.json");
+    let contentful = include_str!("../../packs/contentful.json");
+    let check = |base: &str, from: &str, to: &str, want: &str| {
+        assert!(base.contains(from), "{from}");
+        let got = PackSpec::from_json("packs.p", &base.replacen(from, to, 1))
+            .and_then(|spec| spec.compile())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert_eq!(got, Err(want.to_owned()), "{to}");
+    };
+    check(
+        braintree,
+        r#""payload_field": "bt_payload","#,
+        "",
+        "packs.braintree.signature.payload_field: required by form_payload_hmac",
+    );
+    check(
+        braintree,
+        r#""bt_payload""#,
+        r#""bt_signature""#,
+        "packs.braintree.signature.payload_field: must differ from signature.signature_field",
+    );
+    check(
+        braintree,
+        r#""secret_format": "key_id_and_secret""#,
+        r#""secret_format": "utf8""#,
+        r#"packs.braintree.secret_format: form_payload_hmac needs "key_id_and_secret" and no key_id_header"#,
+    );
+    check(
+        contentful,
+        ",\n    \"signed_headers_header\": \"x-contentful-signed-headers\"",
+        "",
+        "packs.contentful.signature.signed_headers_header: required by canonical_request_hmac",
+    );
 }

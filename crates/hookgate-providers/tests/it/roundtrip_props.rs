@@ -129,7 +129,11 @@ fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
     let mut spots = Vec::new();
     let whole_body = matches!(
         pack.scheme(),
-        Scheme::Hmac | Scheme::Ed25519 | Scheme::EcdsaP256 | Scheme::RsaSha256Certificate
+        Scheme::Hmac
+            | Scheme::Ed25519
+            | Scheme::EcdsaP256
+            | Scheme::RsaSha256Certificate
+            | Scheme::CanonicalRequestHmac
     );
     if whole_body {
         spots.extend((0..body.len()).map(Spot::Body));
@@ -139,6 +143,29 @@ fn signed_spots(pack: &Pack, headers: &HeaderMap, body: &[u8]) -> Vec<Spot> {
         let start = text.find(r#""signature":{"#).expect("the signature object");
         let end = start + text[start..].find('}').expect("its end");
         spots.extend((start..=end).map(Spot::Body));
+    }
+    if pack.scheme() == Scheme::FormPayloadHmac {
+        // the signed payload field's value, except the bytes of a %XX escape (whose hex digits
+        // decode the same in either case)
+        let key = b"bt_payload=";
+        let start = body
+            .windows(key.len())
+            .position(|w| w == key)
+            .expect("the payload field")
+            + key.len();
+        let end = body[start..]
+            .iter()
+            .position(|&b| b == b'&')
+            .map_or(body.len(), |e| start + e);
+        let mut i = start;
+        while i < end {
+            if body[i] == b'%' {
+                i += 3;
+            } else {
+                spots.push(Spot::Body(i));
+                i += 1;
+            }
+        }
     }
     if pack.id() == "meraki" {
         // the token is the body's sharedSecret string: every byte between its quotes

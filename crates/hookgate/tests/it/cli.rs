@@ -253,6 +253,102 @@ async fn send_puts_a_query_signature_on_the_url_it_posts_to() {
     serve.terminate();
 }
 
+/// `send` for the two code schemes that write more than a signature header: Braintree's form
+/// (`bt_signature` / `bt_payload`, keyed with a `public:private` key pair; no id, so the same
+/// body again is a duplicate by its digest) and Contentful's canonical request (the signed
+/// headers list, the millisecond timestamp, the path of `public_url`; the same `--event-id`
+/// again is a duplicate). Each verifies at the gateway; the unsigned bodies are refused.
+#[tokio::test]
+async fn send_signs_braintree_forms_and_contentful_canonical_requests() {
+    let endpoints = [
+        endpoint_toml("bt", "braintree", &["pub-key-1:private-key-1"], ""),
+        endpoint_toml(
+            "cf",
+            "contentful",
+            &["y5h897MKUQirysGhiMOEg8c113v7SsI0VPo7JsyP2rCXwV1k7NImZ1IKmZPycmH7"],
+            "public_url = \"https://hooks.example.com/contentful/webhook?src=cms\"",
+        ),
+    ]
+    .concat();
+    let files = TestGateway::builder().endpoints(&endpoints).write().await;
+    let serve = files.serve(None);
+    let payloads = [
+        (
+            "bt",
+            "braintree.xml",
+            "<notification><kind>check</kind></notification>",
+        ),
+        (
+            "cf",
+            "contentful.json",
+            r#"{"sys":{"type":"Entry","id":"e1"}}"#,
+        ),
+    ];
+    for (endpoint, name, body) in payloads {
+        let payload = files.dir.path().join(name);
+        std::fs::write(&payload, body).unwrap();
+        let url = format!("http://{}/webhooks/{endpoint}", serve.addr());
+        let send = || {
+            let out = Command::new(binary())
+                .args(["send", "--config"])
+                .arg(&files.config_path)
+                .args([
+                    "--endpoint",
+                    endpoint,
+                    "--url",
+                    &url,
+                    "--event-id",
+                    "demo-1",
+                ])
+                .arg(&payload)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{endpoint}: {} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let first = send();
+        assert!(
+            first.contains("\"status\":\"accepted\""),
+            "{endpoint}: {first}"
+        );
+        let second = send();
+        assert!(
+            second.contains("\"status\":\"duplicate\""),
+            "{endpoint}: {second}"
+        );
+        // The same bytes without the signature are refused before anything is stored.
+        let content_type = if endpoint == "bt" {
+            "application/x-www-form-urlencoded"
+        } else {
+            "application/vnd.contentful.management.v1+json"
+        };
+        let bare = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", content_type)
+            .body(if endpoint == "bt" {
+                format!("bt_payload={body}")
+            } else {
+                body.to_owned()
+            })
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bare.status(), 400, "{endpoint}");
+    }
+    let store = files.open_store().await;
+    let rows = store
+        .list_events(&hookgate_store::EventFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2, "one stored event per endpoint");
+    serve.terminate();
+}
+
 /// `serve` and `worker` report where they listen in one line on stdout, in the agreed shape,
 /// with the ports the kernel picked for port 0; a worker has no webhook listener.
 #[tokio::test]
