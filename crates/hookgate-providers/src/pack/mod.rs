@@ -137,6 +137,7 @@ mod canonical_request;
 mod citations;
 mod compile;
 mod docs;
+mod docs_terms;
 mod ed25519_versions;
 mod engine;
 mod extract;
