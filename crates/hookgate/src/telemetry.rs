@@ -50,6 +50,9 @@ pub const REJECTIONS: &str = "hookgate_rejections_total";
 pub const REJECTIONS_DROPPED: &str = "hookgate_rejections_dropped_total";
 pub const REJECTION_FLUSH_FAILURES: &str = "hookgate_rejection_flush_failures_total";
 pub const ADMIN_API_AUDITED: &str = "hookgate_admin_api_audited_total";
+pub const PROCESSING_RETRIES: &str = "hookgate_processing_retries_total";
+pub const PROCESSING_COMMIT_LATENCY: &str = "hookgate_processing_commit_latency_seconds";
+pub const DELIVERY_COMMIT_LATENCY: &str = "hookgate_delivery_commit_latency_seconds";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -151,6 +154,17 @@ pub fn commit_finished(elapsed: Duration, end: CommitEnd) {
     histogram!(COMMIT_LATENCY).record(elapsed.as_secs_f64());
 }
 
+/// The processing transaction of one lease (`complete_all`: version gate, business changes,
+/// outbox rows, `PROCESSED`) took `elapsed`, whatever its rows' results.
+pub fn processing_committed(elapsed: Duration) {
+    histogram!(PROCESSING_COMMIT_LATENCY).record(elapsed.as_secs_f64());
+}
+
+/// A delivery's fenced result (`DELIVERED`, or the failed attempt) took `elapsed` to record.
+pub fn delivery_committed(elapsed: Duration) {
+    histogram!(DELIVERY_COMMIT_LATENCY).record(elapsed.as_secs_f64());
+}
+
 /// Which secret version verified a request (for rotation: retire the old one when unused).
 pub fn secret_matched(endpoint: &str, version: &str) {
     counter!(SECRET_MATCHED, "endpoint" => endpoint.to_owned(), "version" => version.to_owned())
@@ -233,12 +247,14 @@ pub fn attempt_retrying(
 ) {
     let crate::stage::attempt::Subject {
         stage,
+        endpoint,
         inbox_id,
         destination,
         attempt,
     } = *subject;
     tracing::info!(
         stage,
+        endpoint,
         inbox_id,
         destination,
         attempt,
@@ -246,9 +262,12 @@ pub fn attempt_retrying(
         error,
         "attempt failed; will retry"
     );
-    if let Some(destination) = destination {
-        counter!(DELIVERIES, "destination" => destination.to_owned(), "result" => "retrying")
-            .increment(1);
+    match destination {
+        Some(destination) => {
+            counter!(DELIVERIES, "destination" => destination.to_owned(), "result" => "retrying")
+                .increment(1);
+        }
+        None => counter!(PROCESSING_RETRIES, "endpoint" => endpoint.to_owned()).increment(1),
     }
 }
 
@@ -256,12 +275,14 @@ pub fn attempt_retrying(
 pub fn attempt_failed(subject: &crate::stage::attempt::Subject<'_>, error: &str) {
     let crate::stage::attempt::Subject {
         stage,
+        endpoint,
         inbox_id,
         destination,
         attempt,
     } = *subject;
     tracing::warn!(
         stage,
+        endpoint,
         inbox_id,
         destination,
         attempt,

@@ -197,6 +197,7 @@ async fn deliver_one(
     let destination = d.config.id.as_str();
     let subject = Subject {
         stage: stage::DELIVERY,
+        endpoint: &event.endpoint_id,
         inbox_id: &event.inbox_id,
         destination: Some(destination),
         attempt: attempt_number(delivery.attempt_count),
@@ -230,11 +231,13 @@ async fn deliver_one(
         Ok(delivered) => {
             hookgate_core::fail_point!("relay.after_publish_before_mark");
             let now = state.clock.now_ms();
-            return match state
+            let started = std::time::Instant::now();
+            let marked = state
                 .store
                 .mark_delivered(&delivery.outbox_id, owner, now)
-                .await
-            {
+                .await;
+            telemetry::delivery_committed(started.elapsed());
+            return match marked {
                 Ok(()) => {
                     telemetry::delivered(
                         &event.inbox_id,
@@ -290,6 +293,7 @@ async fn record_failure(
     next: NextAttempt,
 ) -> DeliveryOutcome {
     let now = state.clock.now_ms();
+    let started = std::time::Instant::now();
     let recorded = state
         .store
         .fail_delivery(FailedDelivery {
@@ -300,6 +304,7 @@ async fn record_failure(
             retry_at_ms: next.retry_at_ms,
         })
         .await;
+    telemetry::delivery_committed(started.elapsed());
     settle_failure(subject, &next, now, recorded)
 }
 

@@ -137,6 +137,8 @@ pub fn abandoned(
 #[derive(Debug, Clone, Copy)]
 pub struct Subject<'a> {
     pub stage: &'static str,
+    /// The row's endpoint (`hookgate_processing_retries_total{endpoint}`).
+    pub endpoint: &'a str,
     pub inbox_id: &'a str,
     /// The destination, for deliveries.
     pub destination: Option<&'a str>,

@@ -105,7 +105,9 @@ impl Processor {
             }
         }
         if !ready.is_empty() {
+            let started = std::time::Instant::now();
             let committed = self.state.store.complete_all(ready).await;
+            telemetry::processing_committed(started.elapsed());
             for ((at, record), result) in ready_rows.into_iter().zip(committed) {
                 out[at] = Some(committed_outcome(&record, result));
             }
@@ -262,6 +264,7 @@ impl Processor {
         let recorded = self.state.store.fail_attempt(failed).await;
         let subject = Subject {
             stage: stage::PROCESSING,
+            endpoint: &record.endpoint_id,
             inbox_id: &record.inbox_id,
             destination: None,
             attempt,

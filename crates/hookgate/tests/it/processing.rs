@@ -596,6 +596,16 @@ async fn transient_failures_back_off_then_fail_then_operator_retry_succeeds(back
         (state.status.as_str(), state.amount, state.write_count),
         ("succeeded", Some(700), 1)
     );
+    // The three retries are counted for on-call, and the processing commits timed (the
+    // recorder is the process's: other tests of this endpoint only add to the counts).
+    let metrics = metrics_text(h.admin).await;
+    let retries = series_value(
+        &metrics,
+        "hookgate_processing_retries_total{endpoint=\"stripe-main\"}",
+    );
+    assert!(retries >= 3.0, "{retries} retries counted:\n{metrics}");
+    let commits = series_value(&metrics, "hookgate_processing_commit_latency_seconds_count");
+    assert!(commits >= 1.0, "{commits} processing commits timed");
     h.stop().await;
 }
 

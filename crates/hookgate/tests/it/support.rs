@@ -306,3 +306,22 @@ pub(crate) fn unix_now() -> i64 {
         .unwrap()
         .as_secs() as i64
 }
+
+/// The value of one series (`name{labels}` exactly as exposed) in a `/metrics` text, 0 when it
+/// is absent.
+pub(crate) fn series_value(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// `/metrics` of an admin listener.
+pub(crate) async fn metrics_text(admin: SocketAddr) -> String {
+    reqwest::get(format!("http://{admin}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("the /metrics body")
+}
