@@ -644,7 +644,8 @@ async fn retries_then_delivered_and_permanent_failure(backend: Backend) {
     // Every recorded result, delivered or failed, was timed (the recorder is the process's:
     // other tests only add to the count).
     let metrics = metrics_text(h.admin).await;
-    let timed = series_value(&metrics, "hookgate_delivery_commit_latency_seconds_count");
+    let timed = series_value(&metrics, "hookgate_delivery_commit_latency_seconds_count")
+        .unwrap_or_default();
     assert!(timed >= 6.0, "{timed} delivery results timed");
     h.stop().await;
 }

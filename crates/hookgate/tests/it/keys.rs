@@ -73,14 +73,6 @@ fn rows_of(status: &Value, version: u64) -> Option<u64> {
         .and_then(|v| v["rows"].as_u64())
 }
 
-fn metric(admin: std::net::SocketAddr, line_start: &str) -> Option<f64> {
-    get(admin, "/metrics")
-        .body
-        .lines()
-        .find_map(|l| l.strip_prefix(line_start))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotation_reseals_stored_payloads_and_refuses_removing_a_key_in_use_sqlite() {
     rotation_reseals_and_refuses_removal(Backend::Sqlite).await;
@@ -163,8 +155,8 @@ async fn rotation_reseals_and_refuses_removal(backend: Backend) {
         "the gauge shows version 1 empty",
         Duration::from_secs(30),
         || {
-            metric(admin, "hookgate_payload_key_rows{version=\"1\"} ") == Some(0.0)
-                && metric(admin, "hookgate_payload_key_rows{version=\"2\"} ") == Some(EVENTS as f64)
+            metric(admin, "hookgate_payload_key_rows{version=\"1\"}") == Some(0.0)
+                && metric(admin, "hookgate_payload_key_rows{version=\"2\"}") == Some(EVENTS as f64)
         },
     );
     let status = keys_status(&config);

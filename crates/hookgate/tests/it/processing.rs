@@ -602,9 +602,11 @@ async fn transient_failures_back_off_then_fail_then_operator_retry_succeeds(back
     let retries = series_value(
         &metrics,
         "hookgate_processing_retries_total{endpoint=\"stripe-main\"}",
-    );
+    )
+    .unwrap_or_default();
     assert!(retries >= 3.0, "{retries} retries counted:\n{metrics}");
-    let commits = series_value(&metrics, "hookgate_processing_commit_latency_seconds_count");
+    let commits = series_value(&metrics, "hookgate_processing_commit_latency_seconds_count")
+        .unwrap_or_default();
     assert!(commits >= 1.0, "{commits} processing commits timed");
     h.stop().await;
 }

@@ -51,16 +51,6 @@ fn replace_by_rename(path: &Path, value: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-fn metric(admin: SocketAddr, series: &str) -> Option<f64> {
-    get(admin, "/metrics").body.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
 fn problems(admin: SocketAddr) -> Vec<Value> {
     let r = get(admin, "/readyz");
     assert_eq!(

@@ -52,12 +52,6 @@ fn sample(metrics: &str, name: &str, labels: &str) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
-async fn scrape(admin: SocketAddr) -> String {
-    tokio::task::spawn_blocking(move || get(admin, "/metrics").body)
-        .await
-        .unwrap()
-}
-
 /// Waits for the (aborting) binary to exit by itself.
 #[cfg(feature = "failpoints")]
 async fn exits(mut p: BinaryGateway) -> std::process::ExitStatus {
@@ -291,7 +285,7 @@ async fn a_removed_endpoints_backlog_waits_and_resumes() {
     };
     let orphaned = |admin: SocketAddr, expected: f64| async move {
         wait_until("the orphan gauge", WAIT, || async move {
-            sample(&scrape(admin).await, "hookgate_events_orphaned", "") == Some(expected)
+            sample(&metrics_text(admin).await, "hookgate_events_orphaned", "") == Some(expected)
         })
         .await;
     };
@@ -379,11 +373,15 @@ async fn an_unresolved_version_pointer_is_counted() {
             "endpoint=\"unversioned\"",
         )
     };
-    assert_eq!(counted(&scrape(admin).await), None, "a resolved version");
+    assert_eq!(
+        counted(&metrics_text(admin).await),
+        None,
+        "a resolved version"
+    );
     let without = send(p.addr(), "unversioned", "evt_nv", &body(9)).await;
     let wrong_type = br#"{"type":"a","data":{"id":"obj_w","version":"seven"}}"#;
     send(p.addr(), "unversioned", "evt_w", wrong_type).await;
-    assert_eq!(counted(&scrape(admin).await), Some(2.0));
+    assert_eq!(counted(&metrics_text(admin).await), Some(2.0));
     let logs = tokio::task::spawn_blocking(move || p.terminate())
         .await
         .unwrap();

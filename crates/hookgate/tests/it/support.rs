@@ -307,13 +307,21 @@ pub(crate) fn unix_now() -> i64 {
         .as_secs() as i64
 }
 
-/// The value of one series (`name{labels}` exactly as exposed) in a `/metrics` text, 0 when it
-/// is absent.
-pub(crate) fn series_value(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+/// The value of one series (`name{labels}` exactly as exposed, no trailing space) in a
+/// `/metrics` text.
+pub(crate) fn series_value(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        line.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The value of one series on an admin listener's `/metrics` (a blocking GET).
+pub(crate) fn metric(admin: SocketAddr, series: &str) -> Option<f64> {
+    series_value(&get(admin, "/metrics").body, series)
 }
 
 /// `/metrics` of an admin listener.
