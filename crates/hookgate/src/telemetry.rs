@@ -53,6 +53,7 @@ pub const ADMIN_API_AUDITED: &str = "hookgate_admin_api_audited_total";
 pub const PROCESSING_RETRIES: &str = "hookgate_processing_retries_total";
 pub const PROCESSING_COMMIT_LATENCY: &str = "hookgate_processing_commit_latency_seconds";
 pub const DELIVERY_COMMIT_LATENCY: &str = "hookgate_delivery_commit_latency_seconds";
+pub const DESTINATION_FILTERED: &str = "hookgate_destination_filtered_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -221,6 +222,12 @@ pub fn backlog_unavailable() {
 pub fn event_processed(inbox_id: &str, endpoint: &str, outcome: hookgate_core::Outcome) {
     tracing::debug!(inbox_id, endpoint, %outcome, "event processed");
     counter!(EVENTS_PROCESSED, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// A processed event got no outbox row for `destination`: its filter did not match.
+pub fn destination_filtered(inbox_id: &str, destination: &str) {
+    tracing::debug!(inbox_id, destination, "filtered out for the destination");
+    counter!(DESTINATION_FILTERED, "destination" => destination.to_owned()).increment(1);
 }
 
 /// A leased row was delivered and marked `DELIVERED`.

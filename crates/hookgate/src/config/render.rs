@@ -253,6 +253,9 @@ fn render_relay(relay: &RelayConfig, destinations: &[DestinationConfig], out: &m
     for d in destinations {
         let _ = writeln!(out, "\n[[destinations]]\nid = \"{}\"", d.id);
         d.kind.render(out);
+        if let Some(filter) = &d.filter {
+            filter.render(out);
+        }
         let _ = writeln!(
             out,
             "timeout_ms = {}\nconcurrency = {}",

@@ -34,7 +34,11 @@ const DEST_SECRET_2: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 // `<webhook-id>.<webhook-timestamp>.<body>` with the base64-decoded `whsec_` secret, compared
 // against each space-separated `v1,<base64>` entry.
 
-fn standard_webhooks_verify(secret: &str, headers: &HashMap<String, String>, body: &[u8]) -> bool {
+pub(crate) fn standard_webhooks_verify(
+    secret: &str,
+    headers: &HashMap<String, String>,
+    body: &[u8],
+) -> bool {
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = b64
         .decode(secret.strip_prefix("whsec_").unwrap_or(secret))
@@ -60,9 +64,9 @@ fn standard_webhooks_verify(secret: &str, headers: &HashMap<String, String>, bod
 // The HTTP destination: a real server that records what it got and answers as scripted.
 
 #[derive(Debug, Clone)]
-struct Received {
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
+pub(crate) struct Received {
+    pub(crate) headers: HashMap<String, String>,
+    pub(crate) body: Vec<u8>,
     at: std::time::Instant,
 }
 
@@ -81,13 +85,13 @@ struct ReceiverState {
 }
 
 #[derive(Clone)]
-struct Receiver {
+pub(crate) struct Receiver {
     addr: SocketAddr,
     state: Arc<ReceiverState>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let state = Arc::new(ReceiverState::default());
         state.default_status.store(200, Ordering::SeqCst);
         let router = axum::Router::new()
@@ -101,18 +105,18 @@ impl Receiver {
         Receiver { addr, state }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/hook", self.addr)
     }
 
-    fn script(&self, statuses: &[u16], then: u16) {
+    pub(crate) fn script(&self, statuses: &[u16], then: u16) {
         *self.state.script.lock().unwrap() = statuses.iter().copied().collect();
         self.state
             .default_status
             .store(usize::from(then), Ordering::SeqCst);
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.state.received.lock().unwrap().clone()
     }
 
@@ -326,7 +330,7 @@ fn gateway(backend: Backend) -> GatewayBuilder {
         .relay_settings("lease_seconds = 4\npoll_interval_ms = 20")
 }
 
-fn http_destination(id: &str, url: &str, extra: &str) -> String {
+pub(crate) fn http_destination(id: &str, url: &str, extra: &str) -> String {
     format!(
         "[[destinations]]\nid = {}\nkind = \"http\"\nurl = {}\nallow_private_network = true\n\
          signing_secrets = [{}, {}]\ntimeout_ms = 2000\n\
@@ -338,7 +342,7 @@ fn http_destination(id: &str, url: &str, extra: &str) -> String {
     )
 }
 
-fn nats_destination(id: &str, url: &str, extra: &str) -> String {
+pub(crate) fn nats_destination(id: &str, url: &str, extra: &str) -> String {
     format!(
         "[[destinations]]\nid = {}\nkind = \"nats\"\nurl = {}\nstream = \"HOOKS\"\n\
          subject = \"webhooks.{{provider}}.{{event_type}}\"\ntimeout_ms = 1000\n\

@@ -2,8 +2,10 @@
 //! that delivers them. Each kind owns its keys as written, their validation and its lines of
 //! `config check` (`http.rs`, `nats.rs`); this module holds what every kind shares, so adding a
 //! kind is a file here plus a variant of [`RawDestinationKind`] and [`DestinationKind`]. Every
-//! key is documented in `docs/configuration.md` ("Destinations").
+//! key is documented in `docs/configuration.md` ("Destinations"). `filter` (`filter.rs`) is a
+//! key of every kind, taken out of the table before the kind's struct reads it.
 
+pub mod filter;
 pub mod http;
 pub mod nats;
 
@@ -15,6 +17,7 @@ use hookgate_relay::http::HttpSettings;
 use hookgate_relay::nats::NatsSettings;
 use serde::Deserialize;
 
+use self::filter::DestinationFilter;
 use super::policies::{Rate, RawRate, RawRetry, resolve_rate, resolve_retry};
 use super::{ConfigError, err, valid_id};
 use crate::secrets::SecretSource;
@@ -40,16 +43,23 @@ pub enum RawDestinationKind {
 /// The `kind` values of [`RawDestinationKind`], for the error on any other.
 const KINDS: &[&str] = &["http", "nats"];
 
-/// One `[[destinations]]` table. Parsed through a table first only so that an unknown `kind`
-/// says so and lists the known ones (serde's own message would be about a "variant").
+/// One `[[destinations]]` table. Parsed through a table first so that an unknown `kind` says
+/// so and lists the known ones (serde's own message would be about a "variant"), and so that
+/// the keys every kind shares without a meaning for the kind (`filter`) are taken out before
+/// the kind's struct, which refuses unknown keys, sees the rest.
 #[derive(Debug, Deserialize)]
 #[serde(try_from = "toml::Table")]
-pub struct RawDestination(pub RawDestinationKind);
+pub struct RawDestination {
+    pub kind: RawDestinationKind,
+    /// `filter` as written, resolved with the destination's index (errors name its keys).
+    pub filter: Option<toml::Value>,
+}
 
 impl TryFrom<toml::Table> for RawDestination {
     type Error = String;
 
-    fn try_from(table: toml::Table) -> Result<Self, String> {
+    fn try_from(mut table: toml::Table) -> Result<Self, String> {
+        let filter = table.remove("filter");
         let kind = match table.get("kind") {
             Some(toml::Value::String(kind)) if !KINDS.contains(&kind.as_str()) => {
                 return Err(format!(
@@ -61,7 +71,7 @@ impl TryFrom<toml::Table> for RawDestination {
             _ => None,
         };
         RawDestinationKind::deserialize(toml::Value::Table(table))
-            .map(RawDestination)
+            .map(|kind| RawDestination { kind, filter })
             .map_err(|e| match kind {
                 // Says which kind's keys the message lists.
                 Some(kind) => format!("kind = {kind:?}: {}", e.message()),
@@ -165,6 +175,9 @@ pub struct DestinationConfig {
     /// Backoff of transient delivery failures; `max_attempts` then `FAILED`.
     pub retry: RetryPolicy,
     pub timeout: Duration,
+    /// Which processed events get an outbox row for this destination; `None`: every event of
+    /// the endpoints that list it.
+    pub filter: Option<DestinationFilter>,
 }
 
 /// Time a delivery keeps after its timeout, before its lease ends, to record the result.
@@ -213,7 +226,7 @@ pub(super) fn resolve_destinations(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<DestinationConfig>, ConfigError> {
     let mut out: Vec<DestinationConfig> = Vec::with_capacity(raw.len());
-    for (i, RawDestination(d)) in raw.into_iter().enumerate() {
+    for (i, d) in raw.into_iter().enumerate() {
         let resolved = resolve_destination(d, i, relay, base, warnings)?;
         if out.iter().any(|o| o.id == resolved.id) {
             return Err(err(
@@ -229,13 +242,14 @@ pub(super) fn resolve_destinations(
 /// The keys every kind has, then the kind's own, then the rule that binds the rate limit to
 /// the relay's lease.
 fn resolve_destination(
-    d: RawDestinationKind,
+    raw: RawDestination,
     i: usize,
     relay: &RelayConfig,
     base: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<DestinationConfig, ConfigError> {
     let at = |k: &str| format!("destinations[{i}].{k}");
+    let RawDestination { kind: d, filter } = raw;
     let c = d.common();
     if !valid_id(&c.id) {
         return Err(err(
@@ -263,6 +277,9 @@ fn resolve_destination(
     }
     let rate_limit = resolve_rate(c.rate_limit, &at("rate_limit"))?;
     let retry = resolve_retry(c.retry, &at("retry"))?;
+    let filter = filter
+        .map(|f| filter::resolve(f, &format!("destinations[{i}]")))
+        .transpose()?;
     let url = c
         .url
         .as_deref()
@@ -288,6 +305,7 @@ fn resolve_destination(
         rate_limit,
         retry,
         timeout,
+        filter,
     };
     let one_row_fits = config.max_rows_per_lease(relay.lease) > 0;
     if let (Some(rate), false) = (rate_limit, one_row_fits) {
