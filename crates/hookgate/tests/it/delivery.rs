@@ -25,7 +25,7 @@ use crate::support::*;
 
 const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// The secret hookgate signs deliveries with (the internal service's verification secret).
-const DEST_SECRET: &str = "whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2lnbmluZy1rISE=";
+pub(crate) const DEST_SECRET: &str = "whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2lnbmluZy1rISE=";
 /// A second, rotated-in secret: every listed secret signs.
 const DEST_SECRET_2: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -196,7 +196,7 @@ pub(crate) fn nats_server_binary() -> PathBuf {
     );
 }
 
-struct Nats {
+pub(crate) struct Nats {
     child: Option<Child>,
     /// Chosen by nats-server on the first start (`-p -1`), reused on restarts so the
     /// gateway's configured URL stays valid.
@@ -205,7 +205,7 @@ struct Nats {
 }
 
 impl Nats {
-    fn start() -> Nats {
+    pub(crate) fn start() -> Nats {
         let mut n = Nats {
             child: None,
             port: None,
@@ -269,7 +269,7 @@ impl Nats {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port.expect("started"))
     }
 }
@@ -281,14 +281,15 @@ impl Drop for Nats {
 }
 
 #[derive(Debug, Clone)]
-struct NatsMessage {
-    subject: String,
-    inbox_id: String,
-    body: Vec<u8>,
+pub(crate) struct NatsMessage {
+    pub(crate) subject: String,
+    pub(crate) inbox_id: String,
+    pub(crate) content_type: String,
+    pub(crate) body: Vec<u8>,
 }
 
 /// Every message stored in `stream` (empty when the stream does not exist yet).
-async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
+pub(crate) async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
     let client = async_nats::connect(url).await.expect("connect to nats");
     let js = async_nats::jetstream::new(client);
     let Ok(mut s) = js.get_stream(stream).await else {
@@ -312,6 +313,7 @@ async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
         out.push(NatsMessage {
             subject: m.subject.to_string(),
             inbox_id: h("X-Hookgate-Inbox-Id"),
+            content_type: h("Content-Type"),
             body: m.payload.to_vec(),
         });
     }
@@ -477,6 +479,7 @@ async fn fan_out_to_http_and_nats(backend: Backend) {
     for m in &msgs {
         assert_eq!(m.subject, "webhooks.standard_webhooks.invoice_paid");
         assert_eq!(m.body, sent[&m.inbox_id].1);
+        assert_eq!(m.content_type, "application/json");
     }
     // The stream deduplicates on `Nats-Msg-Id: <inbox_id>:<destination>`: a re-publish of a
     // delivered event (what a crash between publish and mark causes) is acknowledged as a

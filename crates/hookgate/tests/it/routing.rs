@@ -13,7 +13,10 @@ use std::time::Duration;
 use hookgate_core::{InboxStatus, OutboxStatus};
 use hookgate_store::{OutboxRecord, SharedStore};
 
-use crate::delivery::{Receiver, http_destination};
+use crate::delivery::{
+    DEST_SECRET, Nats, Receiver, http_destination, nats_destination, standard_webhooks_verify,
+    stream_messages,
+};
 use crate::support::*;
 
 const STRIPE_SECRET: &str = "whsec_routing_tests_stripe_secret";
@@ -42,7 +45,8 @@ macro_rules! both {
 
 both!(
     types_route_charges_and_customers_apart,
-    where_predicates_read_the_payload
+    where_predicates_read_the_payload,
+    transforms_reshape_skip_and_fail,
 );
 
 fn gateway(backend: Backend) -> GatewayBuilder {
@@ -121,6 +125,26 @@ async fn processed(store: &SharedStore, inbox_id: &str) -> bool {
         .await
         .unwrap()
         .is_some_and(|e| e.status == InboxStatus::Processed)
+}
+
+/// Waits until every event is PROCESSED and each of its outbox rows DELIVERED or FAILED.
+async fn finished(store: &SharedStore, ids: &[String]) {
+    wait_until("every delivery finished", WAIT, || {
+        let (store, ids) = (store.clone(), ids.to_vec());
+        async move {
+            for id in &ids {
+                if !processed(&store, id).await {
+                    return false;
+                }
+                let d = deliveries(&store, id).await;
+                if d.values().any(|d| d.status == OutboxStatus::Pending) {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
 }
 
 /// Waits until every event is PROCESSED and each of its outbox rows DELIVERED.
@@ -322,6 +346,144 @@ async fn where_predicates_read_the_payload(backend: Backend) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Transforms on a real Stripe event: a reshape (signed as sent), `null` skips, a string is
+// text/plain, a runtime error and several outputs fail the delivery with a redacted reason.
+
+async fn transforms_reshape_skip_and_fail(backend: Backend) {
+    let sinks: Vec<Receiver> = receivers(6).await;
+    let names = ["reshape", "skip", "text", "broken", "several", "raw"];
+    let ids: Vec<String> = names.iter().map(|n| id(n, backend)).collect();
+    let programs = [
+        "{event: .id, kind: .type, amount: .data.object.amount, currency: (.data.object.currency | ascii_upcase)}",
+        "if .data.object.amount > 5000 then . else null end",
+        "\"\\(.type) \\(.data.object.amount) \\(.data.object.currency)\"",
+        ".data.object.currency + 1",
+        ".data.object.id, .data.object.amount",
+        "",
+    ];
+    let mut builder = gateway(backend);
+    for ((id, sink), program) in ids.iter().zip(&sinks).zip(programs) {
+        let extra = if program.is_empty() {
+            String::new()
+        } else {
+            format!("transform = {}", q(program))
+        };
+        builder = builder.destinations(&http_destination(id, &sink.url(), &extra));
+    }
+    // A broker destination: the transform's output as the message, its type in a header.
+    let nats = Nats::start();
+    let bus = id("bus", backend);
+    builder = builder.destinations(&nats_destination(
+        &bus,
+        &nats.url(),
+        &format!("transform = {}", q("\"\\(.type) \\(.data.object.id)\"")),
+    ));
+    let mut list: Vec<&str> = ids.iter().map(String::as_str).collect();
+    list.push(&bus);
+    let mut h = builder.endpoints(&stripe_endpoint(&list)).start().await;
+    let body = stripe_event(|e| e["id"] = "evt_transform_1".into());
+    let inbox_id = send_stripe(h.addr, &body).await;
+    finished(h.store(), std::slice::from_ref(&inbox_id)).await;
+    let d = deliveries(h.store(), &inbox_id).await;
+    let status = |i: usize| (d[&ids[i]].status, d[&ids[i]].last_error.clone());
+
+    // Reshaped, as JSON, signed over the bytes sent.
+    assert_eq!(status(0), (OutboxStatus::Delivered, None));
+    let got = sinks[0].received();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].headers["content-type"], "application/json");
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&got[0].body).unwrap(),
+        serde_json::json!({"event": "evt_transform_1", "kind": "payment_intent.succeeded",
+                           "amount": 2000, "currency": "USD"})
+    );
+    assert!(standard_webhooks_verify(
+        DEST_SECRET,
+        &got[0].headers,
+        &got[0].body
+    ));
+    assert_eq!(got[0].headers["idempotency-key"], inbox_id);
+
+    // `null`: nothing sent, DELIVERED with the reason, counted.
+    assert_eq!(
+        status(1),
+        (
+            OutboxStatus::Delivered,
+            Some("skipped: transform output null".to_owned())
+        )
+    );
+    assert!(sinks[1].received().is_empty());
+
+    // A string: text/plain, its bytes as they are.
+    assert_eq!(status(2), (OutboxStatus::Delivered, None));
+    let got = sinks[2].received();
+    assert_eq!(got[0].headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(got[0].body, b"payment_intent.succeeded 2000 usd");
+    assert!(standard_webhooks_verify(
+        DEST_SECRET,
+        &got[0].headers,
+        &got[0].body
+    ));
+
+    // A runtime error: FAILED at once (the program would fail every attempt), the reason
+    // redacted; nothing sent.
+    let (broken_status, broken_error) = status(3);
+    assert_eq!(broken_status, OutboxStatus::Failed);
+    let broken_error = broken_error.unwrap();
+    assert!(
+        broken_error.starts_with("permanent: transform: transform error: arithmetic"),
+        "{broken_error}"
+    );
+    assert!(!broken_error.contains("usd"), "{broken_error}");
+    assert_eq!(d[&ids[3]].attempt_count, 1);
+    assert!(sinks[3].received().is_empty());
+
+    // Several outputs: FAILED.
+    let (several_status, several_error) = status(4);
+    assert_eq!(several_status, OutboxStatus::Failed);
+    assert!(
+        several_error.unwrap().contains("more than one output"),
+        "several outputs"
+    );
+    assert!(sinks[4].received().is_empty());
+
+    // Without a transform: the provider's bytes; the stored payload is unchanged.
+    let got = sinks[5].received();
+    assert_eq!(got[0].body, body);
+    assert_eq!(got[0].headers["content-type"], "application/json");
+
+    assert_eq!(d[&bus].status, OutboxStatus::Delivered);
+    let msgs = stream_messages(&nats.url(), "HOOKS").await;
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(
+        msgs[0].body,
+        b"payment_intent.succeeded pi_3QdevExample0001"
+    );
+    assert_eq!(msgs[0].content_type, "text/plain; charset=utf-8");
+    assert_eq!(msgs[0].inbox_id, inbox_id);
+
+    let metrics = metrics_text(h.admin).await;
+    let skipped = |d: &str| {
+        series_value(
+            &metrics,
+            &format!("hookgate_transform_skipped_total{{destination=\"{d}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(skipped(&ids[1]), 1.0);
+    assert_eq!(skipped(&ids[0]), 0.0);
+    h.stop().await;
+}
+
+async fn receivers(n: usize) -> Vec<Receiver> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(Receiver::start().await);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
 // Bad filters are refused at start-up by the real binary, naming the key.
 
 fn config_check(dir: &Path, destination_extra: &str) -> (i32, String) {
@@ -351,6 +513,40 @@ fn config_check(dir: &Path, destination_extra: &str) -> (i32, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
+}
+
+#[test]
+fn bad_transforms_are_refused_at_start_up_naming_the_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out) = config_check(dir.path(), "transform = \"{id: .id,, }\"");
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("`destinations[1].transform`"), "{out}");
+    assert!(
+        out.contains("destination \"billing\""),
+        "names the id: {out}"
+    );
+    assert!(out.contains("jq syntax error"), "{out}");
+    for (program, problem) in [
+        ("transform = \"input\"", "undefined filter"),
+        ("transform = \"$ENV.HOME\"", "undefined variable"),
+        ("transform = 5", "must be a string"),
+    ] {
+        let (code, out) = config_check(dir.path(), program);
+        assert_ne!(code, 0, "{program}: {out}");
+        assert!(
+            out.contains("`destinations[1].transform`") && out.contains(problem),
+            "{program}: {out}"
+        );
+    }
+    let (code, out) = config_check(
+        dir.path(),
+        "transform = \"{id, amount: .data.object.amount}\"",
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("transform = \"{id, amount: .data.object.amount}\""),
+        "config check shows the program: {out}"
+    );
 }
 
 #[test]
