@@ -101,10 +101,11 @@ pub(crate) static RELEASE_HELD: Statement = Statement::new(
        AND (CAST($2 AS TEXT) IS NULL OR inbox_id = $2)",
 );
 
-/// `PENDING → DELIVERED`, fenced on the lease. Parameters: outbox id, owner, now (ms).
+/// `PENDING → DELIVERED`, fenced on the lease. Parameters: outbox id, owner, now (ms), a note
+/// kept as `last_error` (NULL for a plain delivery; a skipped one says why).
 pub(crate) static MARK_DELIVERED: Statement = Statement::new(
     "UPDATE outbox SET status = 'DELIVERED', delivered_at = $3, \
-         next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, last_error = NULL \
+         next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, last_error = $4 \
      WHERE outbox_id = $1 AND status = 'PENDING' \
        AND lease_owner = $2 AND lease_until > $3",
 );

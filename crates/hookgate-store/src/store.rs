@@ -152,11 +152,14 @@ pub trait OutboxStore: Send + Sync {
     ) -> Result<Vec<LeasedDelivery>, StoreError>;
 
     /// `PENDING → DELIVERED`, fenced on the lease; [`ProcessingError::LeaseLost`] otherwise.
+    /// `note` is stored as `last_error` (bounded): `None` for a delivery that was sent, the
+    /// reason for one that was settled without sending (a transform's `null`).
     async fn mark_delivered(
         &self,
         outbox_id: &str,
         owner: &str,
         now_ms: i64,
+        note: Option<&str>,
     ) -> Result<(), ProcessingError>;
 
     /// Reschedules (`PENDING`, due at `retry_at_ms`) or fails (`FAILED`) a delivery, fenced on

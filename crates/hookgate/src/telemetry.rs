@@ -54,6 +54,8 @@ pub const PROCESSING_RETRIES: &str = "hookgate_processing_retries_total";
 pub const PROCESSING_COMMIT_LATENCY: &str = "hookgate_processing_commit_latency_seconds";
 pub const DELIVERY_COMMIT_LATENCY: &str = "hookgate_delivery_commit_latency_seconds";
 pub const EVENTS_HELD: &str = "hookgate_events_held";
+pub const DESTINATION_FILTERED: &str = "hookgate_destination_filtered_total";
+pub const TRANSFORM_SKIPPED: &str = "hookgate_transform_skipped_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -234,6 +236,18 @@ pub fn event_held(inbox_id: &str, endpoint: &str, reason: &str) {
         reason,
         "event held for an operator; `hookgate events release` processes it"
     );
+}
+
+/// A processed event got no outbox row for `destination`: its filter did not match.
+pub fn destination_filtered(inbox_id: &str, destination: &str) {
+    tracing::debug!(inbox_id, destination, "filtered out for the destination");
+    counter!(DESTINATION_FILTERED, "destination" => destination.to_owned()).increment(1);
+}
+
+/// A delivery was settled `DELIVERED` without sending: the destination's transform gave `null`.
+pub fn transform_skipped(inbox_id: &str, destination: &str) {
+    tracing::debug!(inbox_id, destination, "skipped: transform output null");
+    counter!(TRANSFORM_SKIPPED, "destination" => destination.to_owned()).increment(1);
 }
 
 /// A leased row was delivered and marked `DELIVERED`.

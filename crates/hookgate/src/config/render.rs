@@ -256,6 +256,17 @@ fn render_relay(relay: &RelayConfig, destinations: &[DestinationConfig], out: &m
     for d in destinations {
         let _ = writeln!(out, "\n[[destinations]]\nid = \"{}\"", d.id);
         d.kind.render(out);
+        if let Some(filter) = &d.filter {
+            filter.render(out);
+        }
+        if let Some(transform) = &d.transform {
+            // A JSON string literal is a TOML basic string.
+            let _ = writeln!(
+                out,
+                "transform = {}",
+                serde_json::Value::from(transform.source())
+            );
+        }
         let _ = writeln!(
             out,
             "timeout_ms = {}\nconcurrency = {}",

@@ -26,6 +26,7 @@ mod providers;
 mod rejections;
 mod retention;
 mod roles;
+mod routing;
 mod secrets;
 mod send_keys;
 mod stage_faults;
