@@ -46,6 +46,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         10,
         include_str!("../../migrations/sqlite/0010_jobs_and_rejections.sql"),
     ),
+    (
+        12,
+        include_str!("../../migrations/sqlite/0012_reconcile.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -115,7 +119,7 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         assert_eq!(
             migrate(&mut conn).unwrap(),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]
         );
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn

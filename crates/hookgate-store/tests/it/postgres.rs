@@ -491,7 +491,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13]);
     for s in stores {
         s.close().await;
     }
@@ -984,7 +984,7 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 11, "and on to the latest");
+    assert_eq!(version, 13, "and on to the latest");
     let index: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'inbox_payload_key'",
@@ -1113,7 +1113,7 @@ async fn migration_8_records_payload_state_and_adds_the_audit_log() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions.last(), Some(&11));
+    assert_eq!(versions.last(), Some(&13));
     store.close().await;
 }
 
@@ -1210,7 +1210,7 @@ async fn migration_10_adds_audit_results_delivery_keys_and_page_indexes() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 11);
+    assert_eq!(version, 13, "and on to the latest");
     let indexes: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE indexname IN \
@@ -1286,7 +1286,7 @@ async fn migration_11_adds_jobs_and_rejections_to_a_version_10_database() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 11);
+    assert_eq!(version, 13, "and on to the latest");
     assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
     store
         .create_job(NewJob {
@@ -1407,5 +1407,73 @@ async fn event_pages_use_indexes_on_a_big_inbox() {
         .await
         .unwrap();
     assert_eq!(object.len(), 10);
+    store.close().await;
+}
+
+/// A database at the schema version before reconciliation opens at the latest with its
+/// events as they were; a marker left without its inbox row is found, reported, and listed.
+#[tokio::test]
+async fn reconcile_tables_upgrade_an_older_database_and_orphan_markers_are_reported() {
+    use hookgate_store::{
+        FindingAction, FindingBatch, FindingKind, FindingQuery, NewFinding, ReconcileStore,
+    };
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let id = store
+        .accept(row("stripe", "ep", "evt_kept"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "DROP TABLE reconcile_runs; DROP TABLE reconcile_findings; \
+             DROP TABLE reconcile_checkpoints; DROP TABLE reconcile_no_retry_windows; \
+             DELETE FROM schema_migrations WHERE version >= 13; \
+             INSERT INTO processed_events VALUES ('stripe', 'ep', 'evt_gone', 'payments_projection'); \
+             INSERT INTO processed_events VALUES ('stripe', 'ep', 'evt_kept', 'payments_projection');",
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let version: i64 = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 13);
+    assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
+    let orphans = store.orphan_markers("ep", None, 10).await.unwrap();
+    assert_eq!(orphans.len(), 1);
+    assert_eq!(orphans[0].provider_event_id, "evt_gone");
+    let recorded = store
+        .record_findings(FindingBatch {
+            run_id: "r".into(),
+            repair: true,
+            threshold_ms: 0,
+            now_ms: 7,
+            findings: vec![NewFinding {
+                kind: FindingKind::OrphanMarker,
+                endpoint_id: "ep".into(),
+                provider: Some("stripe".into()),
+                provider_event_id: Some("evt_gone".into()),
+                inbox_id: None,
+                destination: None,
+                consumer: Some("payments_projection".into()),
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(recorded, vec![true]);
+    let listed = store
+        .list_findings(&FindingQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed[0].action, FindingAction::Reported);
     store.close().await;
 }
