@@ -42,6 +42,7 @@ pub mod outbox;
 mod payments;
 pub mod postgres;
 pub mod processing;
+pub mod reconcile;
 pub mod rejections;
 pub mod retention;
 mod rows;
@@ -61,6 +62,10 @@ pub use processing::{
     BusinessChange, FailedAttempt, HandlerOutput, HeldEvent, LeaseRequest, PaymentState,
     ProcessingError, ProcessingResult, ReleaseRequest,
 };
+pub use reconcile::{
+    FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent, MarkerKey,
+    MissingScan, NewFinding, NewRun, OverdueScan, RunRecord, RunState, RunTrigger, StuckScan,
+};
 pub use rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
 };
@@ -70,7 +75,7 @@ pub use retention::{
 pub use sqlite::{CommitStats, SqliteStore};
 pub use store::{
     InboxStore, InspectStore, JobStore, OperatorStore, OutboxStore, ProcessingStore,
-    RejectionStore, RetentionStore, SharedStore, Store,
+    ReconcileStore, RejectionStore, RetentionStore, SharedStore, Store,
 };
 
 /// A verified event, sealed, ready to become an inbox row.

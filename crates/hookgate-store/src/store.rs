@@ -10,8 +10,9 @@
 //! | [`OperatorStore`] | the operator API, the `events` CLI | replay, re-delivery, the audit trail |
 //! | [`JobStore`] | the operator API, the `jobs` stage | bulk jobs: created, controlled, leased and run a fenced batch at a time |
 //! | [`RejectionStore`] | the rejection log's flusher, the operator API | sampled rejected requests and their per-cause counts |
+//! | [`ReconcileStore`] | the `reconcile` stage, `hookgate reconcile`, the operator API | reconciliation scans, repairs with their findings, runs |
 //!
-//! [`Store`] is their union, implemented by every type that implements all eight, and what
+//! [`Store`] is their union, implemented by every type that implements all nine, and what
 //! the binary holds ([`SharedStore`]). Nothing here is backend-specific; each backend
 //! implements the traits in its own folder.
 
@@ -29,6 +30,10 @@ use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
     FailedAttempt, HeldEvent, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
     ReleaseRequest,
+};
+use crate::reconcile::{
+    FindingBatch, FindingQuery, FindingRecord, FoundEvent, MarkerKey, MissingScan, NewRun,
+    OverdueScan, RunRecord, RunState, StuckScan,
 };
 use crate::rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
@@ -407,6 +412,72 @@ pub trait RejectionStore: Send + Sync {
     ) -> Result<u64, StoreError>;
 }
 
+/// Reconciliation inside the gateway (see [`crate::reconcile`]): bounded scans (reads, no
+/// payload), the repairs with their finding rows, and the run records.
+#[async_trait::async_trait]
+pub trait ReconcileStore: Send + Sync {
+    /// `RECEIVED` rows of the endpoint due at or before `threshold_ms` whose lease, if any,
+    /// expired at or before it; oldest due first, at most `limit`.
+    async fn overdue_received(&self, scan: &OverdueScan<'_>)
+    -> Result<Vec<FoundEvent>, StoreError>;
+
+    /// `PROCESSED`/`applied` rows of the endpoint, payload stored, received at or after
+    /// `since_ms`, without a delivery to the destination; in `(received_at, inbox_id)` order
+    /// after `after`, at most `limit`.
+    async fn processed_without_delivery(
+        &self,
+        scan: &MissingScan<'_>,
+    ) -> Result<Vec<FoundEvent>, StoreError>;
+
+    /// The events of the endpoint whose `PENDING` delivery to the destination was leased, whose
+    /// lease expired at or before `threshold_ms`, and that is due; at most `limit`.
+    async fn stuck_deliveries(&self, scan: &StuckScan<'_>) -> Result<Vec<FoundEvent>, StoreError>;
+
+    /// Processed markers of the endpoint without their inbox row, in key order after `after`.
+    async fn orphan_markers(
+        &self,
+        endpoint_id: &str,
+        after: Option<&MarkerKey>,
+        limit: u32,
+    ) -> Result<Vec<MarkerKey>, StoreError>;
+
+    /// In ONE transaction: each finding's repair (when `batch.repair`), conditional on what
+    /// the scan found still holding, and its `reconcile_findings` row when it held (a dry run
+    /// records every finding, repairing nothing). One `bool` per finding: recorded.
+    async fn record_findings(&self, batch: FindingBatch) -> Result<Vec<bool>, StoreError>;
+
+    /// Findings, newest first (see [`FindingQuery`]).
+    async fn list_findings(&self, query: &FindingQuery) -> Result<Vec<FindingRecord>, StoreError>;
+
+    /// Deletes findings found before `before_ms`, at most `limit`. Returns how many.
+    async fn trim_findings(&self, before_ms: i64, limit: u32) -> Result<u64, StoreError>;
+
+    async fn create_run(&self, run: NewRun) -> Result<(), StoreError>;
+
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Leases the oldest runnable run: `pending`, or `running` whose lease expired (its runner
+    /// died). It becomes `running` under `owner` until `now_ms + lease_ms`.
+    async fn lease_run(
+        &self,
+        owner: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Ends a run `done` or `failed` with its summary and a bounded error, fenced on `owner`;
+    /// `false` when the run is no longer this runner's (nothing written).
+    async fn finish_run(
+        &self,
+        run_id: &str,
+        owner: &str,
+        state: RunState,
+        summary: Option<&str>,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+}
+
 /// Everything a gateway process uses: the union of the five roles and key rotation
 /// ([`PayloadKeyStore`]).
 pub trait Store:
@@ -418,6 +489,7 @@ pub trait Store:
     + InspectStore
     + JobStore
     + RejectionStore
+    + ReconcileStore
     + PayloadKeyStore
     + Send
     + Sync
@@ -434,6 +506,7 @@ impl<T> Store for T where
         + InspectStore
         + JobStore
         + RejectionStore
+        + ReconcileStore
         + PayloadKeyStore
         + Send
         + Sync

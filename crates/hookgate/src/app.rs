@@ -287,6 +287,11 @@ impl Gateway {
             // Bulk jobs run where processing does (`[worker] concurrency = 0` is ingress only).
             if state.runtime.load().config.worker.concurrency > 0 {
                 stages.push((crate::stage::jobs::start(&state), crate::stage::jobs::GRACE));
+                // Reconciliation too: its repairs are work for these workers and relays.
+                stages.push((
+                    crate::stage::reconcile::start(&state),
+                    crate::stage::reconcile::GRACE,
+                ));
             }
         }
         // Every process with the store runs it: it is stateless and instances on one

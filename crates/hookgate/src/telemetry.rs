@@ -56,6 +56,8 @@ pub const DELIVERY_COMMIT_LATENCY: &str = "hookgate_delivery_commit_latency_seco
 pub const EVENTS_HELD: &str = "hookgate_events_held";
 pub const DESTINATION_FILTERED: &str = "hookgate_destination_filtered_total";
 pub const TRANSFORM_SKIPPED: &str = "hookgate_transform_skipped_total";
+pub const RECONCILE_FINDINGS: &str = "hookgate_reconcile_findings_total";
+pub const RECONCILE_RUNS: &str = "hookgate_reconcile_runs_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -539,6 +541,43 @@ pub fn job_started(job_id: &str, action: &str, total: u64) {
 pub fn job_batch(action: &'static str, done: u64, failed: u64) {
     counter!(JOB_EVENTS, "action" => action, "result" => "done").increment(done);
     counter!(JOB_EVENTS, "action" => action, "result" => "failed").increment(failed);
+}
+
+/// A reconciliation run found (and repaired, or reported) lost work.
+pub fn reconcile_finding(
+    kind: &'static str,
+    endpoint: &str,
+    inbox_id: Option<&str>,
+    action: &'static str,
+) {
+    counter!(RECONCILE_FINDINGS, "kind" => kind).increment(1);
+    tracing::warn!(
+        kind,
+        endpoint,
+        inbox_id = inbox_id.unwrap_or("-"),
+        action,
+        "reconcile finding"
+    );
+}
+
+/// A reconciliation run ended (`done` or `failed`), started by `trigger`.
+pub fn reconcile_run_finished(
+    run_id: &str,
+    trigger: &'static str,
+    found: u64,
+    error: Option<&str>,
+) {
+    let result = if error.is_some() { "failed" } else { "done" };
+    counter!(RECONCILE_RUNS, "trigger" => trigger, "result" => result).increment(1);
+    match error {
+        None => tracing::info!(run_id, trigger, found, "reconcile run finished"),
+        Some(error) => tracing::warn!(run_id, trigger, found, error, "reconcile run failed"),
+    }
+}
+
+/// A reconciliation store call failed; the stage tries again at its next step.
+pub fn reconcile_store_failed(what: &'static str, error: &hookgate_store::StoreError) {
+    tracing::warn!(what, error = %error, "reconcile: store call failed");
 }
 
 /// A bulk job ended (`done` or `failed`, with why).

@@ -476,7 +476,7 @@ impl JobStore for PostgresStore {
     }
 }
 
-fn bind(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+pub(super) fn bind(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
     params
         .iter()
         .map(|p| match p {

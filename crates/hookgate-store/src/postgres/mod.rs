@@ -26,6 +26,7 @@ mod outbox;
 mod payments;
 mod processing;
 mod read;
+mod reconcile;
 mod replay;
 mod retention;
 mod schema;

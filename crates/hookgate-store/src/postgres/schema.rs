@@ -54,6 +54,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../migrations/postgres/0012_held_and_source.sql"),
     ),
+    (
+        13,
+        include_str!("../../migrations/postgres/0013_reconcile.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -317,7 +317,7 @@ impl JobStore for SqliteStore {
     }
 }
 
-fn bind(params: &[Param]) -> Vec<&dyn ToSql> {
+pub(super) fn bind(params: &[Param]) -> Vec<&dyn ToSql> {
     params
         .iter()
         .map(|p| match p {

@@ -29,6 +29,7 @@ mod outbox;
 mod payments;
 mod processing;
 mod read;
+mod reconcile;
 mod retention;
 mod schema;
 mod writer;

@@ -50,6 +50,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         11,
         include_str!("../../migrations/sqlite/0011_held_and_source.sql"),
     ),
+    (
+        12,
+        include_str!("../../migrations/sqlite/0012_reconcile.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -150,7 +154,7 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         assert_eq!(
             migrate(&mut conn).unwrap(),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
         );
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn

@@ -22,7 +22,7 @@ use hookgate_testkit::PgTestDb;
 /// Contract tests are not about shedding: a loaded CI machine could make rows wait past the
 /// default `max_queue_wait`, so these stores never shed (shedding has its own tests).
 /// The newest PostgreSQL schema version (migrations/postgres): upgrade tests migrate to it.
-const LATEST_POSTGRES: i64 = 12;
+const LATEST_POSTGRES: i64 = 13;
 
 async fn store_on(url: &str, mut options: PostgresOptions) -> PostgresStore {
     options.group_commit.max_queue_wait = conformance::NEVER_SHED;
@@ -1504,5 +1504,73 @@ async fn event_pages_use_indexes_on_a_big_inbox() {
         .await
         .unwrap();
     assert_eq!(object.len(), 10);
+    store.close().await;
+}
+
+/// A database at the schema version before reconciliation opens at the latest with its
+/// events as they were; a marker left without its inbox row is found, reported, and listed.
+#[tokio::test]
+async fn reconcile_tables_upgrade_an_older_database_and_orphan_markers_are_reported() {
+    use hookgate_store::{
+        FindingAction, FindingBatch, FindingKind, FindingQuery, NewFinding, ReconcileStore,
+    };
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let id = store
+        .accept(row("stripe", "ep", "evt_kept"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    let client = sql(db.url()).await;
+    client
+        .batch_execute(
+            "DROP TABLE reconcile_runs; DROP TABLE reconcile_findings; \
+             DROP TABLE reconcile_checkpoints; DROP TABLE reconcile_no_retry_windows; \
+             DELETE FROM schema_migrations WHERE version >= 13; \
+             INSERT INTO processed_events VALUES ('stripe', 'ep', 'evt_gone', 'payments_projection'); \
+             INSERT INTO processed_events VALUES ('stripe', 'ep', 'evt_kept', 'payments_projection');",
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let version: i64 = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 13);
+    assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
+    let orphans = store.orphan_markers("ep", None, 10).await.unwrap();
+    assert_eq!(orphans.len(), 1);
+    assert_eq!(orphans[0].provider_event_id, "evt_gone");
+    let recorded = store
+        .record_findings(FindingBatch {
+            run_id: "r".into(),
+            repair: true,
+            threshold_ms: 0,
+            now_ms: 7,
+            findings: vec![NewFinding {
+                kind: FindingKind::OrphanMarker,
+                endpoint_id: "ep".into(),
+                provider: Some("stripe".into()),
+                provider_event_id: Some("evt_gone".into()),
+                inbox_id: None,
+                destination: None,
+                consumer: Some("payments_projection".into()),
+            }],
+        })
+        .await
+        .unwrap();
+    assert_eq!(recorded, vec![true]);
+    let listed = store
+        .list_findings(&FindingQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed[0].action, FindingAction::Reported);
     store.close().await;
 }

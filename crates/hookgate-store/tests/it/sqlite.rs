@@ -183,7 +183,7 @@ async fn reopen_is_idempotent() {
 }
 
 /// The newest SQLite schema version (migrations/sqlite): upgrade tests migrate to it.
-const LATEST_SQLITE: i64 = 11;
+const LATEST_SQLITE: i64 = 12;
 
 fn columns(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
     conn.prepare(&format!("PRAGMA table_info({table})"))
@@ -1152,5 +1152,95 @@ async fn version_9_database_upgrades_to_10_with_jobs_and_rejections() {
         .await
         .unwrap();
     assert!(none.is_empty());
+    store.close().await;
+}
+
+/// A database at the schema version before reconciliation opens at the latest with its
+/// events and markers as they were; a marker left without its inbox row (as an older build or
+/// a hand-made deletion leaves it) is found, reported, and listed.
+#[tokio::test]
+async fn reconcile_tables_upgrade_an_older_database_and_orphan_markers_are_reported() {
+    use hookgate_store::{
+        FindingAction, FindingBatch, FindingKind, FindingQuery, NewFinding, ReconcileStore,
+    };
+    let dir = TempDir::new().unwrap();
+    let path = db_path(dir.path());
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    let id = store
+        .accept(row("ep", "evt_kept"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    drop(store);
+    {
+        // As the previous version left it, with a marker whose event row is gone.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE reconcile_runs; DROP TABLE reconcile_findings; \
+             DROP TABLE reconcile_checkpoints; DROP TABLE reconcile_no_retry_windows; \
+             DELETE FROM schema_migrations WHERE version >= 12; \
+             INSERT INTO processed_events VALUES ('stripe', 'ep', 'evt_gone', 'payments_projection'); \
+             INSERT INTO processed_events VALUES ('stripe', 'ep', 'evt_kept', 'payments_projection');",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, 12);
+    }
+    assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
+    let orphans = store.orphan_markers("ep", None, 10).await.unwrap();
+    assert_eq!(orphans.len(), 1, "the kept event's marker has its row");
+    assert_eq!(orphans[0].provider_event_id, "evt_gone");
+    assert!(
+        store
+            .orphan_markers("ep", Some(&orphans[0]), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let finding = NewFinding {
+        kind: FindingKind::OrphanMarker,
+        endpoint_id: "ep".into(),
+        provider: Some("stripe".into()),
+        provider_event_id: Some("evt_gone".into()),
+        inbox_id: None,
+        destination: None,
+        consumer: Some("payments_projection".into()),
+    };
+    let recorded = store
+        .record_findings(FindingBatch {
+            run_id: "r".into(),
+            repair: true,
+            threshold_ms: 0,
+            now_ms: 7,
+            findings: vec![finding],
+        })
+        .await
+        .unwrap();
+    assert_eq!(recorded, vec![true]);
+    let listed = store
+        .list_findings(&FindingQuery {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].action, FindingAction::Reported);
+    assert_eq!(listed[0].consumer.as_deref(), Some("payments_projection"));
+    assert_eq!(
+        store.orphan_markers("ep", None, 10).await.unwrap().len(),
+        1,
+        "reported only: the marker stays"
+    );
     store.close().await;
 }

@@ -3,7 +3,7 @@
 //! built-in packs), `bench` and `bench-seed` (the load generator and the retention
 //! benchmark's backlog, with the default-on `bench` feature), `events list` / `show` /
 //! `retry` / `purge` (operator inspection, retry and deletion on request), `jobs` (bulk jobs
-//! over the operator API) and `keys status`
+//! over the operator API), `reconcile` (one reconciliation run) and `keys status`
 //! (stored payloads per payload key version).
 //! `serve` and `worker` run the same [`Gateway`] with different [`Roles`].
 
@@ -18,6 +18,7 @@ pub mod keys;
 pub mod providers;
 pub mod providers_test;
 pub mod purge;
+pub mod reconcile;
 pub mod send;
 
 use std::path::PathBuf;
@@ -84,6 +85,9 @@ pub enum Command {
         #[command(subcommand)]
         command: jobs::JobsCommand,
     },
+    /// One reconciliation run on the store: lost work found per endpoint, what is safe to
+    /// redo re-enqueued (`--dry-run`: found, nothing changed).
+    Reconcile(reconcile::ReconcileArgs),
     /// Payload key rotation: stored payloads per key version.
     Keys {
         #[command(subcommand)]
@@ -138,6 +142,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Events { command } => events::run(command),
         Command::Jobs { command } => jobs::run(command),
         Command::Keys { command } => keys::run(command),
+        Command::Reconcile(args) => reconcile::run(args),
         Command::Providers { command } => providers::run(command),
     }
 }

@@ -12,6 +12,7 @@ pub mod operations;
 mod packs;
 mod policies;
 pub mod raw;
+pub mod reconcile;
 mod render;
 mod resolve;
 pub mod retention;
@@ -371,6 +372,8 @@ pub struct Config {
     pub jobs: operations::JobsConfig,
     /// `[rejections]`: the rejection log.
     pub rejections: operations::RejectionsConfig,
+    /// `[reconcile]`: the internal reconciliation job.
+    pub reconcile: reconcile::ReconcileConfig,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }

@@ -43,6 +43,8 @@ pub struct RawConfig {
     pub jobs: Option<super::operations::RawJobs>,
     #[serde(default)]
     pub rejections: Option<super::operations::RawRejections>,
+    #[serde(default)]
+    pub reconcile: Option<super::reconcile::RawReconcile>,
 }
 
 /// `[secrets]`: how secret sources are read.

@@ -127,6 +127,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
     let retention = super::retention::resolve_retention(raw.retention)?;
     let jobs = super::operations::resolve_jobs(raw.jobs)?;
     let rejections = super::operations::resolve_rejections(raw.rejections)?;
+    let reconcile = super::reconcile::resolve_reconcile(raw.reconcile, worker.lease)?;
     let mut endpoints: Vec<EndpointConfig> = Vec::with_capacity(raw.endpoints.len());
     for (i, mut e) in raw.endpoints.into_iter().enumerate() {
         let wanted_destinations = e.destinations.take();
@@ -193,6 +194,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         retention,
         jobs,
         rejections,
+        reconcile,
         warnings,
     })
 }

@@ -583,7 +583,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`, `jobs`, `rejections`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`, `jobs`, `rejections`, `reconcile`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
@@ -1840,6 +1840,14 @@ poll_interval_ms = 1000
 enabled = true
 retention_hours = 72
 max_entries = 100000
+
+[reconcile]
+enabled = true
+interval_seconds = 300
+grace_seconds = 30
+lookback_hours = 24
+batch_size = 500
+findings_retention_days = 30
 "#;
     assert_eq!(render_redacted(&c), expected);
 }

@@ -13,6 +13,7 @@ pub mod attempt;
 pub mod health;
 pub mod jobs;
 pub mod pool;
+pub mod reconcile;
 pub mod reseal;
 pub mod retention;
 

@@ -23,6 +23,7 @@ mod pipeline;
 mod postgres;
 mod processing;
 mod providers;
+mod reconcile;
 mod rejections;
 mod retention;
 mod roles;

@@ -46,6 +46,8 @@ mod revive;
 pub use revive::*;
 mod jobs;
 pub use jobs::*;
+mod reconcile;
+pub use reconcile::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -185,6 +187,7 @@ macro_rules! conformance_tests {
             ignored_row_redelivered_when_allowed_goes_back_to_work,
             job_batches_are_fenced_resumable_and_exact,
             rejections_page_filter_count_and_trim,
+            reconcile_scans_repair_once_and_record_findings,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {

@@ -1,7 +1,7 @@
 //! The operator API on the admin listener (`/api/v1/…`, `/openapi.json`): bearer tokens
 //! with scopes ([`auth`]), JSON errors ([`error`]), the event list and its filters
 //! ([`query`]), one event, its payload and the operations ([`events`]), the audit log
-//! ([`audit`]); the OpenAPI 3.1 document is generated from these handlers and types
+//! ([`audit`]), reconciliation runs and findings ([`reconcile`]); the OpenAPI 3.1 document is generated from these handlers and types
 //! ([`openapi`]).
 //!
 //! Every decrypt and every operation is recorded in `audit_log` (token name, action, target,
@@ -15,6 +15,7 @@ pub mod events;
 pub mod jobs;
 pub mod openapi;
 pub mod query;
+pub mod reconcile;
 pub mod rejections;
 pub mod types;
 
@@ -56,6 +57,9 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/api/v1/jobs/{id}/resume", post(jobs::resume))
         .route("/api/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/api/v1/rejections", get(rejections::list))
+        .route("/api/v1/reconcile", post(reconcile::start))
+        .route("/api/v1/reconcile/runs/{id}", get(reconcile::show_run))
+        .route("/api/v1/reconcile/findings", get(reconcile::findings))
         .with_state(ApiState { app })
 }
 

@@ -32,6 +32,9 @@ use super::types::{
         super::jobs::resume,
         super::jobs::cancel,
         super::rejections::list,
+        super::reconcile::start,
+        super::reconcile::show_run,
+        super::reconcile::findings,
     ),
     components(schemas(
         ErrorBody, EventSummary, EventPage, Attempts, Delivery, EventDetail, Payload,
@@ -39,7 +42,9 @@ use super::types::{
         super::jobs::JobRequest, super::jobs::JobCreated, super::jobs::JobProgress,
         super::jobs::Job, super::jobs::JobPage,
         super::rejections::Rejection, super::rejections::RejectedHeader,
-        super::rejections::CauseCount, super::rejections::RejectionPage
+        super::rejections::CauseCount, super::rejections::RejectionPage,
+        super::reconcile::ReconcileRequest, super::reconcile::ReconcileStarted,
+        super::reconcile::ReconcileRun, super::reconcile::Finding, super::reconcile::FindingPage
     )),
     modifiers(&BearerScheme),
 )]
