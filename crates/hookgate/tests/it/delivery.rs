@@ -318,7 +318,7 @@ async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
 // The gateway: in-process (real clock) or the real binary, through the tests' one builder.
 
 /// Workers and relay polling fast, a short relay lease (crash tests wait for it).
-fn gateway(backend: Backend) -> GatewayBuilder {
+pub(crate) fn gateway(backend: Backend) -> GatewayBuilder {
     TestGateway::builder()
         .backend(backend)
         .workers(2)
@@ -348,7 +348,7 @@ fn nats_destination(id: &str, url: &str, extra: &str) -> String {
     )
 }
 
-fn sw_endpoint(destinations: &[&str]) -> String {
+pub(crate) fn sw_endpoint(destinations: &[&str]) -> String {
     let list: Vec<String> = destinations.iter().map(|d| q(d)).collect();
     endpoint_toml(
         "sw",
@@ -362,7 +362,7 @@ fn sw_endpoint(destinations: &[&str]) -> String {
     )
 }
 
-fn event_body(n: usize, version: i64) -> Vec<u8> {
+pub(crate) fn event_body(n: usize, version: i64) -> Vec<u8> {
     format!(
         r#"{{"type":"invoice.paid","timestamp":"2026-12-01T00:00:00Z","data":{{"id":"obj_{n}","version":{version},"amount":{n}}}}}"#
     )
@@ -370,7 +370,7 @@ fn event_body(n: usize, version: i64) -> Vec<u8> {
 }
 
 /// Sends one signed Standard Webhooks event; returns the inbox id from the acknowledgement.
-async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
+pub(crate) async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
     let r = post_signed(
         addr,
         "sw",
@@ -390,7 +390,10 @@ async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
         .to_owned()
 }
 
-async fn deliveries(store: &SharedStore, inbox_id: &str) -> HashMap<String, OutboxRecord> {
+pub(crate) async fn deliveries(
+    store: &SharedStore,
+    inbox_id: &str,
+) -> HashMap<String, OutboxRecord> {
     store
         .list_deliveries(inbox_id)
         .await
@@ -400,14 +403,14 @@ async fn deliveries(store: &SharedStore, inbox_id: &str) -> HashMap<String, Outb
         .collect()
 }
 
-async fn delivered(store: &SharedStore) -> u64 {
+pub(crate) async fn delivered(store: &SharedStore) -> u64 {
     store
         .count_deliveries(OutboxStatus::Delivered)
         .await
         .unwrap()
 }
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------
 // Fan-out: every processed event reaches both destinations, signed and with its headers.

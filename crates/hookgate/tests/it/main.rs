@@ -22,6 +22,10 @@ mod pipeline;
 mod postgres;
 mod processing;
 mod providers;
+#[cfg(feature = "rabbitmq")]
+mod rabbitmq;
+#[cfg(feature = "redis-stream")]
+mod redis_stream;
 mod rejections;
 mod retention;
 mod roles;

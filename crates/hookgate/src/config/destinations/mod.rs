@@ -1,11 +1,18 @@
 //! `[[destinations]]` and `[relay]`: where processed events are delivered, and the outbox relay
 //! that delivers them. Each kind owns its keys as written, their validation and its lines of
-//! `config check` (`http.rs`, `nats.rs`); this module holds what every kind shares, so adding a
-//! kind is a file here plus a variant of [`RawDestinationKind`] and [`DestinationKind`]. Every
-//! key is documented in `docs/configuration.md` ("Destinations").
+//! `config check` (`http.rs`, `nats.rs`, `rabbitmq.rs`, `redis_stream.rs`); this module holds
+//! what every kind shares, so adding a kind is a file here plus a variant of
+//! [`RawDestinationKind`] and [`DestinationKind`] (behind the kind's cargo feature when it has
+//! one). Every key is documented in `docs/configuration.md` ("Destinations").
 
+#[cfg(any(feature = "rabbitmq", feature = "redis-stream"))]
+mod broker_url;
 pub mod http;
 pub mod nats;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq;
+#[cfg(feature = "redis-stream")]
+pub mod redis_stream;
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,6 +20,10 @@ use std::time::Duration;
 use hookgate_core::retry::RetryPolicy;
 use hookgate_relay::http::HttpSettings;
 use hookgate_relay::nats::NatsSettings;
+#[cfg(feature = "rabbitmq")]
+use hookgate_relay::rabbitmq::RabbitMqSettings;
+#[cfg(feature = "redis-stream")]
+use hookgate_relay::redis_stream::RedisStreamSettings;
 use serde::Deserialize;
 
 use super::policies::{Rate, RawRate, RawRetry, resolve_rate, resolve_retry};
@@ -35,10 +46,31 @@ pub struct RawRelay {
 pub enum RawDestinationKind {
     Http(http::RawHttpDestination),
     Nats(nats::RawNatsDestination),
+    #[cfg(feature = "rabbitmq")]
+    #[serde(rename = "rabbitmq")]
+    RabbitMq(rabbitmq::RawRabbitMqDestination),
+    #[cfg(feature = "redis-stream")]
+    #[serde(rename = "redis_stream")]
+    RedisStream(redis_stream::RawRedisStreamDestination),
 }
 
 /// The `kind` values of [`RawDestinationKind`], for the error on any other.
-const KINDS: &[&str] = &["http", "nats"];
+const KINDS: &[&str] = &[
+    "http",
+    "nats",
+    #[cfg(feature = "rabbitmq")]
+    "rabbitmq",
+    #[cfg(feature = "redis-stream")]
+    "redis_stream",
+];
+
+/// Kinds this build was compiled without, with the cargo feature that has them.
+const KINDS_LEFT_OUT: &[(&str, &str)] = &[
+    #[cfg(not(feature = "rabbitmq"))]
+    ("rabbitmq", "rabbitmq"),
+    #[cfg(not(feature = "redis-stream"))]
+    ("redis_stream", "redis-stream"),
+];
 
 /// One `[[destinations]]` table. Parsed through a table first only so that an unknown `kind`
 /// says so and lists the known ones (serde's own message would be about a "variant").
@@ -52,6 +84,11 @@ impl TryFrom<toml::Table> for RawDestination {
     fn try_from(table: toml::Table) -> Result<Self, String> {
         let kind = match table.get("kind") {
             Some(toml::Value::String(kind)) if !KINDS.contains(&kind.as_str()) => {
+                if let Some((_, feature)) = KINDS_LEFT_OUT.iter().find(|(k, _)| k == kind) {
+                    return Err(format!(
+                        "kind {kind:?} is not in this build of hookgate (cargo feature `{feature}`)"
+                    ));
+                }
                 return Err(format!(
                     "unknown kind {kind:?}; known: {}",
                     KINDS.join(", ")
@@ -97,6 +134,10 @@ impl RawDestinationKind {
         match self {
             RawDestinationKind::Http(d) => common!(d),
             RawDestinationKind::Nats(d) => common!(d),
+            #[cfg(feature = "rabbitmq")]
+            RawDestinationKind::RabbitMq(d) => common!(d),
+            #[cfg(feature = "redis-stream")]
+            RawDestinationKind::RedisStream(d) => common!(d),
         }
     }
 }
@@ -138,6 +179,18 @@ pub enum DestinationKind {
         secret_sources: Vec<SecretSource>,
     },
     Nats(NatsSettings),
+    #[cfg(feature = "rabbitmq")]
+    RabbitMq {
+        settings: RabbitMqSettings,
+        /// Where the URL came from (`config check`).
+        url_source: SecretSource,
+    },
+    #[cfg(feature = "redis-stream")]
+    RedisStream {
+        settings: RedisStreamSettings,
+        /// Where the URL came from (`config check`).
+        url_source: SecretSource,
+    },
 }
 
 impl DestinationKind {
@@ -149,6 +202,16 @@ impl DestinationKind {
                 secret_sources,
             } => http::render(settings, secret_sources, out),
             DestinationKind::Nats(settings) => nats::render(settings, out),
+            #[cfg(feature = "rabbitmq")]
+            DestinationKind::RabbitMq {
+                settings,
+                url_source,
+            } => rabbitmq::render(settings, url_source, out),
+            #[cfg(feature = "redis-stream")]
+            DestinationKind::RedisStream {
+                settings,
+                url_source,
+            } => redis_stream::render(settings, url_source, out),
         }
     }
 }
@@ -280,6 +343,10 @@ fn resolve_destination(
     let kind = match d {
         RawDestinationKind::Http(h) => h.resolve(&cx, warnings)?,
         RawDestinationKind::Nats(n) => n.resolve(&cx)?,
+        #[cfg(feature = "rabbitmq")]
+        RawDestinationKind::RabbitMq(r) => r.resolve(&cx, warnings)?,
+        #[cfg(feature = "redis-stream")]
+        RawDestinationKind::RedisStream(r) => r.resolve(&cx, warnings)?,
     };
     let config = DestinationConfig {
         id: c.id.clone(),
