@@ -24,6 +24,8 @@ mod processing;
 mod providers;
 #[cfg(feature = "rabbitmq")]
 mod rabbitmq;
+#[cfg(feature = "rabbitmq")]
+mod rabbitmq_restart;
 #[cfg(feature = "redis-stream")]
 mod redis_stream;
 mod rejections;
