@@ -13,13 +13,14 @@
 //! twice (a crash between publish and mark); consumers dedupe on the inbox id.
 //!
 //! - [`http`]: POST with the provider's original bytes, re-signed with Standard Webhooks.
-//! - [`nats`]: JetStream publish with an explicit duplicate window.
+//! - `nats` (feature `nats`): JetStream publish with an explicit duplicate window.
 //! - `rabbitmq` (feature `rabbitmq`): a persistent, confirmed, mandatory publish to an
 //!   existing exchange.
 //! - `redis_stream` (feature `redis-stream`): `XADD` with an approximate `MAXLEN`.
 //! - [`subject`]: subject templates with sanitised tokens (also routing keys and stream names).
 
 pub mod http;
+#[cfg(feature = "nats")]
 pub mod nats;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;

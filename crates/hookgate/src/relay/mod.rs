@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookgate_relay::http::HttpDestination;
+#[cfg(feature = "nats")]
 use hookgate_relay::nats::NatsDestination;
 #[cfg(feature = "rabbitmq")]
 use hookgate_relay::rabbitmq::RabbitMqDestination;
@@ -89,6 +90,7 @@ impl Relay {
                     HttpDestination::new(settings.clone())
                         .map_err(|e| anyhow::anyhow!("destination {}: {e}", d.id))?,
                 ),
+                #[cfg(feature = "nats")]
                 DestinationKind::Nats(settings) => Box::new(
                     NatsDestination::connect(settings.clone())
                         .await

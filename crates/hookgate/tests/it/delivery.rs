@@ -4,6 +4,9 @@
 //! implementation below) and to a real `nats-server -js` started per test.
 //!
 //! Needs `nats-server` (Debian package `nats-server`; `scripts/ensure-nats.sh` installs it).
+//! Built without the `nats` feature, the tests that pair NATS with HTTP (fan-out, outage,
+//! crash after publish) are left out, and what only they use is unused.
+#![cfg_attr(not(feature = "nats"), allow(unused_imports, dead_code))]
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -171,6 +174,7 @@ async fn receive(
 // A real NATS server with JetStream, on a free loopback port, its store in a temp dir; it can
 // be stopped and started again on the same port and store.
 
+#[cfg(feature = "nats")]
 pub(crate) fn nats_server_binary() -> PathBuf {
     for candidate in ["/usr/sbin/nats-server", "/usr/bin/nats-server"] {
         if Path::new(candidate).exists() {
@@ -192,6 +196,7 @@ pub(crate) fn nats_server_binary() -> PathBuf {
     );
 }
 
+#[cfg(feature = "nats")]
 struct Nats {
     child: Option<Child>,
     /// Chosen by nats-server on the first start (`-p -1`), reused on restarts so the
@@ -200,6 +205,7 @@ struct Nats {
     dir: tempfile::TempDir,
 }
 
+#[cfg(feature = "nats")]
 impl Nats {
     fn start() -> Nats {
         let mut n = Nats {
@@ -270,12 +276,14 @@ impl Nats {
     }
 }
 
+#[cfg(feature = "nats")]
 impl Drop for Nats {
     fn drop(&mut self) {
         self.down();
     }
 }
 
+#[cfg(feature = "nats")]
 #[derive(Debug, Clone)]
 struct NatsMessage {
     subject: String,
@@ -284,6 +292,7 @@ struct NatsMessage {
 }
 
 /// Every message stored in `stream` (empty when the stream does not exist yet).
+#[cfg(feature = "nats")]
 async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
     let client = async_nats::connect(url).await.expect("connect to nats");
     let js = async_nats::jetstream::new(client);
@@ -338,6 +347,7 @@ fn http_destination(id: &str, url: &str, extra: &str) -> String {
     )
 }
 
+#[cfg(feature = "nats")]
 fn nats_destination(id: &str, url: &str, extra: &str) -> String {
     format!(
         "[[destinations]]\nid = {}\nkind = \"nats\"\nurl = {}\nstream = \"HOOKS\"\n\
@@ -415,6 +425,7 @@ pub(crate) const WAIT: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------------------------------
 // Fan-out: every processed event reaches both destinations, signed and with its headers.
 
+#[cfg(feature = "nats")]
 async fn fan_out_to_http_and_nats(backend: Backend) {
     let receiver = Receiver::start().await;
     let nats = Nats::start();
@@ -515,11 +526,13 @@ async fn fan_out_to_http_and_nats(backend: Backend) {
     h.stop().await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_fan_out_to_http_and_nats() {
     fan_out_to_http_and_nats(Backend::Sqlite).await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_fan_out_to_http_and_nats() {
     fan_out_to_http_and_nats(Backend::Postgres).await;
@@ -808,6 +821,7 @@ async fn stale_events_produce_no_delivery() {
 // NATS stopped mid-run, then started: deliveries wait in the outbox, then all arrive; none
 // twice after the consumer's dedupe on the inbox id.
 
+#[cfg(feature = "nats")]
 async fn nats_outage_then_recovery(backend: Backend) {
     let mut nats = Nats::start();
     let mut h = gateway(backend)
@@ -867,11 +881,13 @@ async fn nats_outage_then_recovery(backend: Backend) {
     h.stop().await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_nats_outage_then_recovery() {
     nats_outage_then_recovery(Backend::Sqlite).await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_nats_outage_then_recovery() {
     nats_outage_then_recovery(Backend::Postgres).await;
@@ -880,6 +896,7 @@ async fn postgres_nats_outage_then_recovery() {
 // ---------------------------------------------------------------------------------------
 // Config validation.
 
+#[cfg(feature = "nats")]
 #[test]
 fn destination_config_is_validated() {
     let dir = tempfile::tempdir().unwrap();
@@ -953,7 +970,7 @@ fn destination_config_is_validated() {
 // Crash with the real binary after publishing but before marking the outbox row: restart, the
 // event is delivered again with the same key and deduplicated; nothing is lost.
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
     let receiver = Receiver::start().await;
     let nats = Nats::start();
@@ -1029,25 +1046,25 @@ async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
     store.close().await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_crash_after_publish_before_mark_http() {
     crash_after_publish_before_mark(Backend::Sqlite, "http").await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_crash_after_publish_before_mark_nats() {
     crash_after_publish_before_mark(Backend::Sqlite, "nats").await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_crash_after_publish_before_mark_http() {
     crash_after_publish_before_mark(Backend::Postgres, "http").await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_crash_after_publish_before_mark_nats() {
     crash_after_publish_before_mark(Backend::Postgres, "nats").await;

@@ -8,6 +8,7 @@
 #[cfg(any(feature = "rabbitmq", feature = "redis-stream"))]
 mod broker_url;
 pub mod http;
+#[cfg(feature = "nats")]
 pub mod nats;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbitmq;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use hookgate_core::retry::RetryPolicy;
 use hookgate_relay::http::HttpSettings;
+#[cfg(feature = "nats")]
 use hookgate_relay::nats::NatsSettings;
 #[cfg(feature = "rabbitmq")]
 use hookgate_relay::rabbitmq::RabbitMqSettings;
@@ -45,6 +47,7 @@ pub struct RawRelay {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum RawDestinationKind {
     Http(http::RawHttpDestination),
+    #[cfg(feature = "nats")]
     Nats(nats::RawNatsDestination),
     #[cfg(feature = "rabbitmq")]
     #[serde(rename = "rabbitmq")]
@@ -57,6 +60,7 @@ pub enum RawDestinationKind {
 /// The `kind` values of [`RawDestinationKind`], for the error on any other.
 const KINDS: &[&str] = &[
     "http",
+    #[cfg(feature = "nats")]
     "nats",
     #[cfg(feature = "rabbitmq")]
     "rabbitmq",
@@ -66,6 +70,8 @@ const KINDS: &[&str] = &[
 
 /// Kinds this build was compiled without, with the cargo feature that has them.
 const KINDS_LEFT_OUT: &[(&str, &str)] = &[
+    #[cfg(not(feature = "nats"))]
+    ("nats", "nats"),
     #[cfg(not(feature = "rabbitmq"))]
     ("rabbitmq", "rabbitmq"),
     #[cfg(not(feature = "redis-stream"))]
@@ -133,6 +139,7 @@ impl RawDestinationKind {
         }
         match self {
             RawDestinationKind::Http(d) => common!(d),
+            #[cfg(feature = "nats")]
             RawDestinationKind::Nats(d) => common!(d),
             #[cfg(feature = "rabbitmq")]
             RawDestinationKind::RabbitMq(d) => common!(d),
@@ -148,6 +155,8 @@ pub(super) struct KindContext<'a> {
     id: &'a str,
     url: &'a str,
     timeout: Duration,
+    // Only NATS reads it (its duplicate window must outlast a lease).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     relay: &'a RelayConfig,
     base: &'a Path,
 }
@@ -178,6 +187,7 @@ pub enum DestinationKind {
         /// Where each signing secret came from (`config check`).
         secret_sources: Vec<SecretSource>,
     },
+    #[cfg(feature = "nats")]
     Nats(NatsSettings),
     #[cfg(feature = "rabbitmq")]
     RabbitMq {
@@ -201,6 +211,7 @@ impl DestinationKind {
                 settings,
                 secret_sources,
             } => http::render(settings, secret_sources, out),
+            #[cfg(feature = "nats")]
             DestinationKind::Nats(settings) => nats::render(settings, out),
             #[cfg(feature = "rabbitmq")]
             DestinationKind::RabbitMq {
@@ -342,6 +353,7 @@ fn resolve_destination(
     };
     let kind = match d {
         RawDestinationKind::Http(h) => h.resolve(&cx, warnings)?,
+        #[cfg(feature = "nats")]
         RawDestinationKind::Nats(n) => n.resolve(&cx)?,
         #[cfg(feature = "rabbitmq")]
         RawDestinationKind::RabbitMq(r) => r.resolve(&cx, warnings)?,
