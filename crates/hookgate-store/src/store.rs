@@ -27,7 +27,8 @@ use crate::keys::PayloadKeyStore;
 use crate::operator::{EventQuery, NewAudit, OperationResult, Redelivery};
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
-    FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+    FailedAttempt, HeldEvent, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+    ReleaseRequest,
 };
 use crate::rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
@@ -120,6 +121,15 @@ pub trait ProcessingStore: Send + Sync {
     /// Operator retry: a `FAILED` row becomes `RECEIVED`, due at `now_ms`, attempts reset.
     /// `false` when the row does not exist, is not `FAILED`, or its payload was purged.
     async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// Sets a leased row aside for an operator: `HELD` with its reason, lease released,
+    /// fenced like [`ProcessingStore::complete_all`] ([`ProcessingError::LeaseLost`] writes
+    /// nothing).
+    async fn hold_event(&self, held: HeldEvent) -> Result<(), ProcessingError>;
+
+    /// Operator release: the `HELD` rows the request selects (whose payload is stored) become
+    /// `RECEIVED`, due at `now_ms`, attempts reset, `released_at = now_ms`; how many.
+    async fn release_held(&self, request: ReleaseRequest) -> Result<u64, StoreError>;
 }
 
 /// The relay's view of the outbox (see [`crate::outbox`]). The operator's

@@ -50,6 +50,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         11,
         include_str!("../../migrations/postgres/0011_jobs_and_rejections.sql"),
     ),
+    (
+        12,
+        include_str!("../../migrations/postgres/0012_held_and_source.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -175,6 +175,8 @@ pub struct RawEndpoint {
     pub replay_window_seconds: Option<u64>,
     /// How long this endpoint's id records are kept (overrides `[retention]`).
     pub idempotency_days: Option<u32>,
+    /// The provider API versions this endpoint's consumers understand; others are `HELD`.
+    pub api_versions: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

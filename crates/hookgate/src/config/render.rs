@@ -175,6 +175,9 @@ pub fn render_redacted(c: &Config) -> String {
                 let _ = writeln!(out, "# allowed_event_types: all");
             }
         }
+        if let Some(v) = &e.api_versions {
+            let _ = writeln!(out, "api_versions = {v:?}");
+        }
         render_rate_and_retry(&mut out, e.rate_limit, &e.retry);
         let names: Vec<&str> = e.handlers.iter().map(|h| h.name()).collect();
         let _ = writeln!(out, "handlers = {names:?}");

@@ -572,6 +572,37 @@ fn resolve_endpoint(
             }
         }
     }
+    if let Some(versions) = &e.api_versions {
+        if !pack.reads_api_version() {
+            return Err(err(
+                at("api_versions"),
+                format!(
+                    "provider {} stamps no API version hookgate reads, so there is nothing to pin",
+                    pack.id()
+                ),
+            ));
+        }
+        if versions.is_empty() {
+            return Err(err(
+                at("api_versions"),
+                "must list at least one version (leave it out to process every version)",
+            ));
+        }
+        for (j, v) in versions.iter().enumerate() {
+            if v.trim().is_empty() || v.trim() != v {
+                return Err(err(
+                    format!("endpoints[{i}].api_versions[{j}]"),
+                    "must be a version string without surrounding spaces",
+                ));
+            }
+            if versions[..j].contains(v) {
+                return Err(err(
+                    format!("endpoints[{i}].api_versions[{j}]"),
+                    format!("duplicate version {v:?}"),
+                ));
+            }
+        }
+    }
     let secrets_out = resolve_endpoint_secrets(e.secrets, i, pack, base, warnings)?;
     let mut handlers = Vec::new();
     for (j, name) in e.handlers.iter().flatten().enumerate() {
@@ -612,6 +643,7 @@ fn resolve_endpoint(
         tolerance_seconds: e.tolerance_seconds.or(pack.default_tolerance_seconds()),
         max_body_bytes,
         allowed_event_types: e.allowed_event_types,
+        api_versions: e.api_versions,
         secrets: secrets_out,
         rate_limit: resolve_rate(e.rate_limit, &at("rate_limit"))?,
     })

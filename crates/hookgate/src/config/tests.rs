@@ -964,7 +964,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&github_endpoint("colour = 1\n")),
-            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`",
+            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`, `api_versions`",
         ),
         (
             plus("[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n"),

@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate_store::{
-    FailedAttempt, HandlerOutput, InboxRecord, LeaseRequest, ProcessingError, ProcessingResult,
-    StoreError,
+    FailedAttempt, HandlerOutput, HeldEvent, InboxRecord, LeaseRequest, ProcessingError,
+    ProcessingResult, StoreError,
 };
 use tokio::sync::watch;
 
@@ -146,6 +146,9 @@ impl Processor {
                 .await);
         };
         let cfg = &endpoint.config;
+        if let Some(reason) = api_version_hold(cfg, record) {
+            return Err(self.hold(owner, record, reason).await);
+        }
         let mut outputs = Vec::with_capacity(cfg.handlers.len());
         if !cfg.handlers.is_empty() {
             let event = match self.open(runtime, record) {
@@ -186,6 +189,28 @@ impl Processor {
             // One outbox row per destination of the endpoint (none when stale).
             destinations: cfg.destinations.clone(),
         })
+    }
+
+    /// Sets the leased row aside for an operator (`HELD` with `reason`), fenced on the lease.
+    async fn hold(&self, owner: &str, record: &InboxRecord, reason: String) -> Processed {
+        let held = HeldEvent {
+            inbox_id: record.inbox_id.clone(),
+            owner: owner.to_owned(),
+            now_ms: self.state.clock.now_ms(),
+            reason,
+        };
+        let reason = held.stored_reason();
+        match self.state.store.hold_event(held).await {
+            Ok(()) => {
+                telemetry::event_held(&record.inbox_id, &record.endpoint_id, &reason);
+                Processed::Held
+            }
+            Err(ProcessingError::LeaseLost) => Processed::LeaseLost,
+            Err(ProcessingError::Store(e)) => {
+                tracing::warn!(inbox_id = %record.inbox_id, error = %e, "holding the event failed; it returns after its lease");
+                Processed::StoreFailed
+            }
+        }
     }
 
     /// Runs one handler: `prepare` (may do I/O), then `apply` (pure).
@@ -271,6 +296,20 @@ impl Processor {
         };
         settle_failure(&subject, &next, now, recorded)
     }
+}
+
+/// Why the row must wait for an operator instead of being processed: its API version stamp is
+/// not one the endpoint pins (`api_versions`). An event without a stamp is processed; one an
+/// operator released is processed whatever its version (that was the operator's decision).
+fn api_version_hold(cfg: &crate::config::EndpointConfig, record: &InboxRecord) -> Option<String> {
+    let pinned = cfg.api_versions.as_ref()?;
+    let version = record.api_version.as_deref()?;
+    if record.released_at_ms.is_some() || pinned.iter().any(|v| v == version) {
+        return None;
+    }
+    Some(format!(
+        "api version {version:?} is not in the endpoint's api_versions {pinned:?}"
+    ))
 }
 
 /// How one row's commit ended, logged and counted.

@@ -84,13 +84,13 @@ struct ReceiverState {
 }
 
 #[derive(Clone)]
-struct Receiver {
+pub(crate) struct Receiver {
     addr: SocketAddr,
     state: Arc<ReceiverState>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let state = Arc::new(ReceiverState::default());
         state.default_status.store(200, Ordering::SeqCst);
         let router = axum::Router::new()
@@ -104,7 +104,7 @@ impl Receiver {
         Receiver { addr, state }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/hook", self.addr)
     }
 
@@ -120,7 +120,7 @@ impl Receiver {
     }
 
     /// Logical deliveries: requests deduplicated on `Idempotency-Key` (what a consumer does).
-    fn logical(&self) -> BTreeSet<String> {
+    pub(crate) fn logical(&self) -> BTreeSet<String> {
         self.received()
             .iter()
             .map(|r| r.headers["idempotency-key"].clone())

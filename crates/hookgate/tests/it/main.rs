@@ -13,6 +13,7 @@ mod crash;
 mod delivery;
 mod deploy;
 mod handshakes;
+mod holds;
 mod hostile;
 mod ignored_redelivery;
 mod jobs;
