@@ -4,6 +4,10 @@
 #   PostgreSQL: tests use DATABASE_URL when set, otherwise they start a throwaway cluster with
 #   initdb/pg_ctl (scripts/ensure-postgres.sh installs the distribution's package if missing).
 #   NATS: the delivery tests start their own nats-server -js (scripts/ensure-nats.sh installs it).
+#   RabbitMQ and Redis: the broker destination tests use the servers on 127.0.0.1:5672 and
+#   :6379 (scripts/ensure-rabbitmq.sh and ensure-redis.sh install and start them; or set
+#   HOOKGATE_TEST_AMQP_URL / HOOKGATE_TEST_REDIS_URL); the RabbitMQ restart test runs a
+#   private node of its own.
 #   The console's browser test (crates/hookgate/tests/it/console.rs): the distribution's
 #   Chromium (scripts/ensure-chromium.sh) driven by playwright-core, pinned in tests/browser/
 #   and installed there with npm ci (scripts/ensure-playwright.sh; no browser download).
@@ -15,6 +19,8 @@ cd "$(dirname "$0")/.."
 
 scripts/ensure-postgres.sh
 scripts/ensure-nats.sh
+scripts/ensure-rabbitmq.sh
+scripts/ensure-redis.sh
 scripts/ensure-chromium.sh
 scripts/ensure-playwright.sh
 scripts/ensure-cargo-deny.sh

@@ -8,16 +8,25 @@
 //! (`FAILED`, retryable by an operator). Only this crate knows broker and HTTP clients.
 //!
 //! Every outbound message carries the inbox id as its idempotency key: `Idempotency-Key` and
-//! `webhook-id` over HTTP, `Nats-Msg-Id: <inbox_id>:<destination>` on JetStream. Publishing
-//! may happen twice (a crash between publish and mark); consumers dedupe on the inbox id.
+//! `webhook-id` over HTTP, `Nats-Msg-Id: <inbox_id>:<destination>` on JetStream, `message_id`
+//! on RabbitMQ, the `idempotency_key` field of a Redis stream entry. Publishing may happen
+//! twice (a crash between publish and mark); consumers dedupe on the inbox id.
 //!
 //! - [`http`]: POST with the provider's original bytes, re-signed with Standard Webhooks.
-//! - [`nats`]: JetStream publish with an explicit duplicate window.
-//! - [`subject`]: subject templates with sanitised tokens.
+//! - `nats` (feature `nats`): JetStream publish with an explicit duplicate window.
+//! - `rabbitmq` (feature `rabbitmq`): a persistent, confirmed, mandatory publish to an
+//!   existing exchange.
+//! - `redis_stream` (feature `redis-stream`): `XADD` with an approximate `MAXLEN`.
+//! - [`subject`]: subject templates with sanitised tokens (also routing keys and stream names).
 //! - [`transform`]: a destination's jq program, sandboxed and bounded.
 
 pub mod http;
+#[cfg(feature = "nats")]
 pub mod nats;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq;
+#[cfg(feature = "redis-stream")]
+pub mod redis_stream;
 pub mod subject;
 pub mod transform;
 
@@ -110,6 +119,39 @@ pub trait Destination: Send + Sync {
 
     /// Delivers one message; never holds anything the store owns.
     async fn deliver(&self, message: &Message<'_>) -> Result<Delivered, DeliveryError>;
+}
+
+/// A broker URL with its password replaced (userinfo and a `password=` query parameter), for
+/// `Debug` and `config check`; text without `://` is hidden whole.
+pub fn redact_password(url: &str) -> String {
+    const HIDDEN: &str = "<redacted>";
+    let Some(scheme_end) = url.find("://") else {
+        return HIDDEN.into();
+    };
+    let (scheme, rest) = (&url[..scheme_end], &url[scheme_end + 3..]);
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:{HIDDEN}@{host}"),
+            None => authority.to_owned(),
+        },
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}={HIDDEN}"),
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => tail.to_owned(),
+    };
+    format!("{scheme}://{authority}{tail}")
 }
 
 /// A header value from untrusted text: visible ASCII and spaces only (others become `_`), at

@@ -539,6 +539,20 @@ fn config_file_secrets_resolve_against_the_config_folder() {
 }
 
 /// Every invalid file, with the exact error.
+/// The unknown-kind error lists the kinds of this build (some are cargo features).
+const UNKNOWN_SMTP_KIND: &str = match (cfg!(feature = "rabbitmq"), cfg!(feature = "redis-stream")) {
+    (true, true) => {
+        "config error at `line 11`: unknown kind \"smtp\"; known: http, nats, rabbitmq, redis_stream"
+    }
+    (true, false) => {
+        "config error at `line 11`: unknown kind \"smtp\"; known: http, nats, rabbitmq"
+    }
+    (false, true) => {
+        "config error at `line 11`: unknown kind \"smtp\"; known: http, nats, redis_stream"
+    }
+    (false, false) => "config error at `line 11`: unknown kind \"smtp\"; known: http, nats",
+};
+
 fn invalid_cases() -> Vec<(String, &'static str)> {
     vec![
         // [retention] and endpoints' idempotency windows.
@@ -1220,7 +1234,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[[destinations]]\nid = \"svc\"\nkind = \"smtp\"\nurl = \"x\"\n"),
-            "config error at `line 11`: unknown kind \"smtp\"; known: http, nats",
+            UNKNOWN_SMTP_KIND,
         ),
         (
             plus("[[destinations]]\nid = \"svc\"\nurl = \"x\"\n"),

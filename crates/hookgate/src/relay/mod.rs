@@ -30,7 +30,12 @@ use std::time::Duration;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookgate_relay::http::HttpDestination;
+#[cfg(feature = "nats")]
 use hookgate_relay::nats::NatsDestination;
+#[cfg(feature = "rabbitmq")]
+use hookgate_relay::rabbitmq::RabbitMqDestination;
+#[cfg(feature = "redis-stream")]
+use hookgate_relay::redis_stream::RedisStreamDestination;
 use hookgate_relay::transform::Transformed;
 use hookgate_relay::{DeliveryError, Destination, Message};
 use hookgate_store::{FailedDelivery, LeasedDelivery, ProcessingError, StoreError};
@@ -75,7 +80,8 @@ pub struct Relay {
 
 impl Relay {
     /// Builds every configured destination's client. NATS clients connect in the background,
-    /// so a broker that is down never stops the gateway from starting.
+    /// RabbitMQ and Redis at their first delivery, so a broker that is down never stops the
+    /// gateway from starting.
     pub async fn new(state: Arc<AppState>) -> anyhow::Result<Relay> {
         let config = state.runtime.load().config.clone();
         let mut destinations = Vec::with_capacity(config.destinations.len());
@@ -85,9 +91,20 @@ impl Relay {
                     HttpDestination::new(settings.clone())
                         .map_err(|e| anyhow::anyhow!("destination {}: {e}", d.id))?,
                 ),
+                #[cfg(feature = "nats")]
                 DestinationKind::Nats(settings) => Box::new(
                     NatsDestination::connect(settings.clone())
                         .await
+                        .map_err(|e| anyhow::anyhow!("destination {}: {e}", d.id))?,
+                ),
+                #[cfg(feature = "rabbitmq")]
+                DestinationKind::RabbitMq { settings, .. } => Box::new(
+                    RabbitMqDestination::new(settings.clone())
+                        .map_err(|e| anyhow::anyhow!("destination {}: {e}", d.id))?,
+                ),
+                #[cfg(feature = "redis-stream")]
+                DestinationKind::RedisStream { settings, .. } => Box::new(
+                    RedisStreamDestination::new(settings.clone())
                         .map_err(|e| anyhow::anyhow!("destination {}: {e}", d.id))?,
                 ),
             };

@@ -4,6 +4,9 @@
 //! implementation below) and to a real `nats-server -js` started per test.
 //!
 //! Needs `nats-server` (Debian package `nats-server`; `scripts/ensure-nats.sh` installs it).
+//! Built without the `nats` feature, the tests that pair NATS with HTTP (fan-out, outage,
+//! crash after publish) are left out, and what only they use is unused.
+#![cfg_attr(not(feature = "nats"), allow(unused_imports, dead_code))]
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -175,6 +178,7 @@ async fn receive(
 // A real NATS server with JetStream, on a free loopback port, its store in a temp dir; it can
 // be stopped and started again on the same port and store.
 
+#[cfg(feature = "nats")]
 pub(crate) fn nats_server_binary() -> PathBuf {
     for candidate in ["/usr/sbin/nats-server", "/usr/bin/nats-server"] {
         if Path::new(candidate).exists() {
@@ -196,6 +200,7 @@ pub(crate) fn nats_server_binary() -> PathBuf {
     );
 }
 
+#[cfg(feature = "nats")]
 pub(crate) struct Nats {
     child: Option<Child>,
     /// Chosen by nats-server on the first start (`-p -1`), reused on restarts so the
@@ -204,6 +209,7 @@ pub(crate) struct Nats {
     dir: tempfile::TempDir,
 }
 
+#[cfg(feature = "nats")]
 impl Nats {
     pub(crate) fn start() -> Nats {
         let mut n = Nats {
@@ -274,12 +280,14 @@ impl Nats {
     }
 }
 
+#[cfg(feature = "nats")]
 impl Drop for Nats {
     fn drop(&mut self) {
         self.down();
     }
 }
 
+#[cfg(feature = "nats")]
 #[derive(Debug, Clone)]
 pub(crate) struct NatsMessage {
     pub(crate) subject: String,
@@ -289,6 +297,7 @@ pub(crate) struct NatsMessage {
 }
 
 /// Every message stored in `stream` (empty when the stream does not exist yet).
+#[cfg(feature = "nats")]
 pub(crate) async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
     let client = async_nats::connect(url).await.expect("connect to nats");
     let js = async_nats::jetstream::new(client);
@@ -324,7 +333,7 @@ pub(crate) async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage>
 // The gateway: in-process (real clock) or the real binary, through the tests' one builder.
 
 /// Workers and relay polling fast, a short relay lease (crash tests wait for it).
-fn gateway(backend: Backend) -> GatewayBuilder {
+pub(crate) fn gateway(backend: Backend) -> GatewayBuilder {
     TestGateway::builder()
         .backend(backend)
         .workers(2)
@@ -344,6 +353,7 @@ pub(crate) fn http_destination(id: &str, url: &str, extra: &str) -> String {
     )
 }
 
+#[cfg(feature = "nats")]
 pub(crate) fn nats_destination(id: &str, url: &str, extra: &str) -> String {
     format!(
         "[[destinations]]\nid = {}\nkind = \"nats\"\nurl = {}\nstream = \"HOOKS\"\n\
@@ -354,7 +364,7 @@ pub(crate) fn nats_destination(id: &str, url: &str, extra: &str) -> String {
     )
 }
 
-fn sw_endpoint(destinations: &[&str]) -> String {
+pub(crate) fn sw_endpoint(destinations: &[&str]) -> String {
     let list: Vec<String> = destinations.iter().map(|d| q(d)).collect();
     endpoint_toml(
         "sw",
@@ -368,7 +378,7 @@ fn sw_endpoint(destinations: &[&str]) -> String {
     )
 }
 
-fn event_body(n: usize, version: i64) -> Vec<u8> {
+pub(crate) fn event_body(n: usize, version: i64) -> Vec<u8> {
     format!(
         r#"{{"type":"invoice.paid","timestamp":"2026-12-01T00:00:00Z","data":{{"id":"obj_{n}","version":{version},"amount":{n}}}}}"#
     )
@@ -376,7 +386,7 @@ fn event_body(n: usize, version: i64) -> Vec<u8> {
 }
 
 /// Sends one signed Standard Webhooks event; returns the inbox id from the acknowledgement.
-async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
+pub(crate) async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
     let r = post_signed(
         addr,
         "sw",
@@ -396,7 +406,10 @@ async fn send(addr: SocketAddr, event_id: &str, body: &[u8]) -> String {
         .to_owned()
 }
 
-async fn deliveries(store: &SharedStore, inbox_id: &str) -> HashMap<String, OutboxRecord> {
+pub(crate) async fn deliveries(
+    store: &SharedStore,
+    inbox_id: &str,
+) -> HashMap<String, OutboxRecord> {
     store
         .list_deliveries(inbox_id)
         .await
@@ -406,18 +419,19 @@ async fn deliveries(store: &SharedStore, inbox_id: &str) -> HashMap<String, Outb
         .collect()
 }
 
-async fn delivered(store: &SharedStore) -> u64 {
+pub(crate) async fn delivered(store: &SharedStore) -> u64 {
     store
         .count_deliveries(OutboxStatus::Delivered)
         .await
         .unwrap()
 }
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------
 // Fan-out: every processed event reaches both destinations, signed and with its headers.
 
+#[cfg(feature = "nats")]
 async fn fan_out_to_http_and_nats(backend: Backend) {
     let receiver = Receiver::start().await;
     let nats = Nats::start();
@@ -519,11 +533,13 @@ async fn fan_out_to_http_and_nats(backend: Backend) {
     h.stop().await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_fan_out_to_http_and_nats() {
     fan_out_to_http_and_nats(Backend::Sqlite).await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_fan_out_to_http_and_nats() {
     fan_out_to_http_and_nats(Backend::Postgres).await;
@@ -812,6 +828,7 @@ async fn stale_events_produce_no_delivery() {
 // NATS stopped mid-run, then started: deliveries wait in the outbox, then all arrive; none
 // twice after the consumer's dedupe on the inbox id.
 
+#[cfg(feature = "nats")]
 async fn nats_outage_then_recovery(backend: Backend) {
     let mut nats = Nats::start();
     let mut h = gateway(backend)
@@ -871,11 +888,13 @@ async fn nats_outage_then_recovery(backend: Backend) {
     h.stop().await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_nats_outage_then_recovery() {
     nats_outage_then_recovery(Backend::Sqlite).await;
 }
 
+#[cfg(feature = "nats")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_nats_outage_then_recovery() {
     nats_outage_then_recovery(Backend::Postgres).await;
@@ -884,6 +903,7 @@ async fn postgres_nats_outage_then_recovery() {
 // ---------------------------------------------------------------------------------------
 // Config validation.
 
+#[cfg(feature = "nats")]
 #[test]
 fn destination_config_is_validated() {
     let dir = tempfile::tempdir().unwrap();
@@ -957,7 +977,7 @@ fn destination_config_is_validated() {
 // Crash with the real binary after publishing but before marking the outbox row: restart, the
 // event is delivered again with the same key and deduplicated; nothing is lost.
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
     let receiver = Receiver::start().await;
     let nats = Nats::start();
@@ -1033,25 +1053,25 @@ async fn crash_after_publish_before_mark(backend: Backend, kind: &str) {
     store.close().await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_crash_after_publish_before_mark_http() {
     crash_after_publish_before_mark(Backend::Sqlite, "http").await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sqlite_crash_after_publish_before_mark_nats() {
     crash_after_publish_before_mark(Backend::Sqlite, "nats").await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_crash_after_publish_before_mark_http() {
     crash_after_publish_before_mark(Backend::Postgres, "http").await;
 }
 
-#[cfg(feature = "failpoints")]
+#[cfg(all(feature = "failpoints", feature = "nats"))]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_crash_after_publish_before_mark_nats() {
     crash_after_publish_before_mark(Backend::Postgres, "nats").await;

@@ -23,7 +23,13 @@ mod pipeline;
 mod postgres;
 mod processing;
 mod providers;
+#[cfg(feature = "rabbitmq")]
+mod rabbitmq;
+#[cfg(feature = "rabbitmq")]
+mod rabbitmq_restart;
 mod reconcile;
+#[cfg(feature = "redis-stream")]
+mod redis_stream;
 mod rejections;
 mod retention;
 mod roles;

@@ -1,14 +1,22 @@
 //! `[[destinations]]` and `[relay]`: where processed events are delivered, and the outbox relay
 //! that delivers them. Each kind owns its keys as written, their validation and its lines of
-//! `config check` (`http.rs`, `nats.rs`); this module holds what every kind shares, so adding a
-//! kind is a file here plus a variant of [`RawDestinationKind`] and [`DestinationKind`]. Every
-//! key is documented in `docs/configuration.md` ("Destinations"). `filter` (`filter.rs`) and
-//! `transform` (a jq program, `hookgate_relay::transform`) are keys of every kind, taken out
-//! of the table before the kind's struct reads it.
+//! `config check` (`http.rs`, `nats.rs`, `rabbitmq.rs`, `redis_stream.rs`); this module holds
+//! what every kind shares, so adding a kind is a file here plus a variant of
+//! [`RawDestinationKind`] and [`DestinationKind`] (behind the kind's cargo feature when it has
+//! one). Every key is documented in `docs/configuration.md` ("Destinations"). `filter`
+//! (`filter.rs`) and `transform` (a jq program, `hookgate_relay::transform`) are keys of every
+//! kind, taken out of the table before the kind's struct reads it.
 
+#[cfg(any(feature = "rabbitmq", feature = "redis-stream"))]
+mod broker_url;
 pub mod filter;
 pub mod http;
+#[cfg(feature = "nats")]
 pub mod nats;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbitmq;
+#[cfg(feature = "redis-stream")]
+pub mod redis_stream;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +24,12 @@ use std::time::Duration;
 
 use hookgate_core::retry::RetryPolicy;
 use hookgate_relay::http::HttpSettings;
+#[cfg(feature = "nats")]
 use hookgate_relay::nats::NatsSettings;
+#[cfg(feature = "rabbitmq")]
+use hookgate_relay::rabbitmq::RabbitMqSettings;
+#[cfg(feature = "redis-stream")]
+use hookgate_relay::redis_stream::RedisStreamSettings;
 use hookgate_relay::transform::Transform;
 use serde::Deserialize;
 
@@ -40,11 +53,36 @@ pub struct RawRelay {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum RawDestinationKind {
     Http(http::RawHttpDestination),
+    #[cfg(feature = "nats")]
     Nats(nats::RawNatsDestination),
+    #[cfg(feature = "rabbitmq")]
+    #[serde(rename = "rabbitmq")]
+    RabbitMq(rabbitmq::RawRabbitMqDestination),
+    #[cfg(feature = "redis-stream")]
+    #[serde(rename = "redis_stream")]
+    RedisStream(redis_stream::RawRedisStreamDestination),
 }
 
 /// The `kind` values of [`RawDestinationKind`], for the error on any other.
-const KINDS: &[&str] = &["http", "nats"];
+const KINDS: &[&str] = &[
+    "http",
+    #[cfg(feature = "nats")]
+    "nats",
+    #[cfg(feature = "rabbitmq")]
+    "rabbitmq",
+    #[cfg(feature = "redis-stream")]
+    "redis_stream",
+];
+
+/// Kinds this build was compiled without, with the cargo feature that has them.
+const KINDS_LEFT_OUT: &[(&str, &str)] = &[
+    #[cfg(not(feature = "nats"))]
+    ("nats", "nats"),
+    #[cfg(not(feature = "rabbitmq"))]
+    ("rabbitmq", "rabbitmq"),
+    #[cfg(not(feature = "redis-stream"))]
+    ("redis_stream", "redis-stream"),
+];
 
 /// One `[[destinations]]` table. Parsed through a table first so that an unknown `kind` says
 /// so and lists the known ones (serde's own message would be about a "variant"), and so that
@@ -68,6 +106,11 @@ impl TryFrom<toml::Table> for RawDestination {
         let transform = table.remove("transform");
         let kind = match table.get("kind") {
             Some(toml::Value::String(kind)) if !KINDS.contains(&kind.as_str()) => {
+                if let Some((_, feature)) = KINDS_LEFT_OUT.iter().find(|(k, _)| k == kind) {
+                    return Err(format!(
+                        "kind {kind:?} is not in this build of hookgate (cargo feature `{feature}`)"
+                    ));
+                }
                 return Err(format!(
                     "unknown kind {kind:?}; known: {}",
                     KINDS.join(", ")
@@ -116,7 +159,12 @@ impl RawDestinationKind {
         }
         match self {
             RawDestinationKind::Http(d) => common!(d),
+            #[cfg(feature = "nats")]
             RawDestinationKind::Nats(d) => common!(d),
+            #[cfg(feature = "rabbitmq")]
+            RawDestinationKind::RabbitMq(d) => common!(d),
+            #[cfg(feature = "redis-stream")]
+            RawDestinationKind::RedisStream(d) => common!(d),
         }
     }
 }
@@ -127,6 +175,8 @@ pub(super) struct KindContext<'a> {
     id: &'a str,
     url: &'a str,
     timeout: Duration,
+    // Only NATS reads it (its duplicate window must outlast a lease).
+    #[cfg_attr(not(feature = "nats"), allow(dead_code))]
     relay: &'a RelayConfig,
     base: &'a Path,
 }
@@ -157,7 +207,20 @@ pub enum DestinationKind {
         /// Where each signing secret came from (`config check`).
         secret_sources: Vec<SecretSource>,
     },
+    #[cfg(feature = "nats")]
     Nats(NatsSettings),
+    #[cfg(feature = "rabbitmq")]
+    RabbitMq {
+        settings: RabbitMqSettings,
+        /// Where the URL came from (`config check`).
+        url_source: SecretSource,
+    },
+    #[cfg(feature = "redis-stream")]
+    RedisStream {
+        settings: RedisStreamSettings,
+        /// Where the URL came from (`config check`).
+        url_source: SecretSource,
+    },
 }
 
 impl DestinationKind {
@@ -168,7 +231,18 @@ impl DestinationKind {
                 settings,
                 secret_sources,
             } => http::render(settings, secret_sources, out),
+            #[cfg(feature = "nats")]
             DestinationKind::Nats(settings) => nats::render(settings, out),
+            #[cfg(feature = "rabbitmq")]
+            DestinationKind::RabbitMq {
+                settings,
+                url_source,
+            } => rabbitmq::render(settings, url_source, out),
+            #[cfg(feature = "redis-stream")]
+            DestinationKind::RedisStream {
+                settings,
+                url_source,
+            } => redis_stream::render(settings, url_source, out),
         }
     }
 }
@@ -315,7 +389,12 @@ fn resolve_destination(
     };
     let kind = match d {
         RawDestinationKind::Http(h) => h.resolve(&cx, warnings)?,
+        #[cfg(feature = "nats")]
         RawDestinationKind::Nats(n) => n.resolve(&cx)?,
+        #[cfg(feature = "rabbitmq")]
+        RawDestinationKind::RabbitMq(r) => r.resolve(&cx, warnings)?,
+        #[cfg(feature = "redis-stream")]
+        RawDestinationKind::RedisStream(r) => r.resolve(&cx, warnings)?,
     };
     let config = DestinationConfig {
         id: c.id.clone(),

@@ -10,45 +10,21 @@
 //! The client connects in the background and reconnects forever, so a NATS server that is down
 //! at start or mid-run never fails the gateway: publishes time out (transient), deliveries
 //! wait in the outbox with backoff, and go out when the server is back.
+//!
+//! - `settings`: [`NatsSettings`].
+
+mod settings;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use async_nats::jetstream::{self, stream};
 
-use crate::subject::{SubjectTemplate, SubjectValues};
+pub use settings::NatsSettings;
+
+use crate::subject::SubjectValues;
 use crate::{Delivered, DeliveryError, Destination, Message, header_safe};
-
-/// A resolved NATS destination (`kind = "nats"`). `Debug` hides credentials in the URL.
-#[derive(Clone)]
-pub struct NatsSettings {
-    pub id: String,
-    /// `nats://host:port` (credentials in the URL are not logged).
-    pub url: String,
-    pub stream: String,
-    pub subject: SubjectTemplate,
-    /// The stream's duplicate window (set on the stream when this destination creates it).
-    pub duplicate_window: Duration,
-    /// Longest wait for a publish ack.
-    pub timeout: Duration,
-}
-
-impl std::fmt::Debug for NatsSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let url = match self.url.rsplit_once('@') {
-            Some((_, host)) => format!("nats://<redacted>@{host}"),
-            None => self.url.clone(),
-        };
-        f.debug_struct("NatsSettings")
-            .field("id", &self.id)
-            .field("url", &url)
-            .field("stream", &self.stream)
-            .field("subject", &self.subject.filter())
-            .field("duplicate_window", &self.duplicate_window)
-            .field("timeout", &self.timeout)
-            .finish()
-    }
-}
 
 /// A NATS JetStream destination.
 pub struct NatsDestination {
@@ -120,21 +96,7 @@ impl NatsDestination {
             event_type: m.event_type,
             destination: &self.settings.id,
         });
-        let mut headers = async_nats::HeaderMap::new();
-        let msg_id = format!("{}:{}", m.idempotency_key, self.settings.id);
-        headers.insert("Nats-Msg-Id", header_safe(&msg_id).as_str());
-        headers.insert("X-Hookgate-Inbox-Id", header_safe(m.inbox_id).as_str());
-        headers.insert("X-Hookgate-Provider", header_safe(m.provider).as_str());
-        headers.insert("X-Hookgate-Endpoint", header_safe(m.endpoint_id).as_str());
-        headers.insert(
-            "X-Hookgate-Event-Id",
-            header_safe(m.provider_event_id).as_str(),
-        );
-        headers.insert(
-            "X-Hookgate-Event-Type",
-            header_safe(m.event_type.unwrap_or("")).as_str(),
-        );
-        headers.insert("Content-Type", m.content_type());
+        let headers = headers(m, &self.settings.id);
         let ack = self
             .js
             .publish_with_headers(subject, headers, bytes::Bytes::copy_from_slice(m.body))
@@ -146,6 +108,26 @@ impl NatsDestination {
             duplicate: ack.duplicate,
         })
     }
+}
+
+/// The headers of `m` published to destination `id`: `Nats-Msg-Id` and the metadata.
+pub fn headers(m: &Message<'_>, id: &str) -> async_nats::HeaderMap {
+    let mut headers = async_nats::HeaderMap::new();
+    let msg_id = format!("{}:{id}", m.idempotency_key);
+    headers.insert("Nats-Msg-Id", header_safe(&msg_id).as_str());
+    headers.insert("X-Hookgate-Inbox-Id", header_safe(m.inbox_id).as_str());
+    headers.insert("X-Hookgate-Provider", header_safe(m.provider).as_str());
+    headers.insert("X-Hookgate-Endpoint", header_safe(m.endpoint_id).as_str());
+    headers.insert(
+        "X-Hookgate-Event-Id",
+        header_safe(m.provider_event_id).as_str(),
+    );
+    headers.insert(
+        "X-Hookgate-Event-Type",
+        header_safe(m.event_type.unwrap_or("")).as_str(),
+    );
+    headers.insert("Content-Type", m.content_type());
+    headers
 }
 
 #[async_trait::async_trait]
