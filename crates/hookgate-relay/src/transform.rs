@@ -502,6 +502,36 @@ mod tests {
         );
     }
 
+    /// Other providers' real shapes from examples/events: a GitHub push, a Shopify order
+    /// (its big integer id kept exactly), an Adyen batch split into its items.
+    #[test]
+    fn reshapes_other_providers_payloads() {
+        let github = include_bytes!("../../../examples/events/github.json");
+        assert_eq!(
+            json(
+                "{repo: .repository.full_name, branch: (.ref | ltrimstr(\"refs/heads/\")), by: .pusher.name}",
+                github
+            ),
+            serde_json::json!({"repo": "octocat/Hello-World", "branch": "main", "by": "octocat"})
+        );
+        let shopify = include_bytes!("../../../examples/events/shopify.json");
+        assert_eq!(
+            json(
+                "{order: .id, total: (.total_price | tonumber), paid: (.financial_status == \"paid\")}",
+                shopify
+            ),
+            serde_json::json!({"order": 820982911946154508_u64, "total": 403.0, "paid": true})
+        );
+        let adyen = include_bytes!("../../../examples/events/adyen.json");
+        assert_eq!(
+            json(
+                "[.notificationItems[].NotificationRequestItem | {eventCode, value: .amount.value}]",
+                adyen
+            ),
+            serde_json::json!([{"eventCode": "AUTHORISATION", "value": 35677}])
+        );
+    }
+
     /// The worked examples of docs/destinations.md ("Transforms"), as printed there.
     #[test]
     fn the_documented_examples() {
