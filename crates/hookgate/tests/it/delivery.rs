@@ -550,19 +550,7 @@ async fn postgres_fan_out_to_http_and_nats() {
 // the operator sees it (`events list --status failed`, `events show`) and re-drives only it.
 
 fn cli(config: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(binary())
-        .arg("events")
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env_remove("HOOKGATE_FAILPOINTS")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_hookgate(config, &[&["events"], args].concat())
 }
 
 async fn retries_then_delivered_and_permanent_failure(backend: Backend) {

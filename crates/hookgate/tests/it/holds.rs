@@ -48,19 +48,7 @@ async fn send_stripe(addr: std::net::SocketAddr, id: &str, api_version: Option<&
 }
 
 fn events(config: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(binary())
-        .arg("events")
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env_remove("HOOKGATE_FAILPOINTS")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_hookgate(config, &[&["events"], args].concat())
 }
 
 async fn status_of(store: &SharedStore, id: &str) -> InboxStatus {

@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use hookgate::config::Config;
 use hookgate_core::OutboxStatus;
@@ -329,20 +328,7 @@ async fn bad_rabbitmq_configs_are_refused_naming_the_key() {
             .endpoints(&sw_endpoint(&["bus"]))
             .write()
             .await;
-        let text = std::fs::read_to_string(&files.config_path).unwrap();
-        let e = Config::from_toml(&text, &files.config_path, files.dir.path())
-            .expect_err(rest)
-            .to_string();
-        assert!(e.contains(key), "{rest}: {e}");
-        let out = Command::new(binary())
-            .args(["serve", "--config"])
-            .arg(&files.config_path)
-            .env_remove("HOOKGATE_FAILPOINTS")
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "serve started with {rest}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(key), "{rest}: {stderr}");
+        assert_refused_naming(&files, rest, key);
     }
     // A literal URL with a password is a literal secret: warned about, loopback/--dev only.
     let text = gateway(Backend::Sqlite)

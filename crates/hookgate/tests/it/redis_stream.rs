@@ -6,7 +6,6 @@
 //! installs and starts it. Every test uses stream names of its own and deletes them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::process::Command;
 
 use hookgate::config::Config;
 use hookgate_core::OutboxStatus;
@@ -241,20 +240,7 @@ async fn bad_redis_stream_configs_are_refused_naming_the_key() {
             .endpoints(&sw_endpoint(&["log"]))
             .write()
             .await;
-        let text = std::fs::read_to_string(&files.config_path).unwrap();
-        let e = Config::from_toml(&text, &files.config_path, files.dir.path())
-            .expect_err(rest)
-            .to_string();
-        assert!(e.contains(key), "{rest}: {e}");
-        let out = Command::new(binary())
-            .args(["serve", "--config"])
-            .arg(&files.config_path)
-            .env_remove("HOOKGATE_FAILPOINTS")
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "serve started with {rest}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(key), "{rest}: {stderr}");
+        assert_refused_naming(&files, rest, key);
     }
     // A URL with a password: redacted wherever the config is shown.
     let text = gateway(Backend::Sqlite)

@@ -8,7 +8,8 @@ mod gateway;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 pub(crate) use gateway::*;
@@ -332,4 +333,34 @@ pub(crate) async fn metrics_text(admin: SocketAddr) -> String {
         .text()
         .await
         .expect("the /metrics body")
+}
+
+/// `hookgate <args…> --config <config>` through the real binary, without failpoints: its exit
+/// code, stdout and stderr.
+pub(crate) fn run_hookgate(config: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(binary())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("HOOKGATE_FAILPOINTS")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The configuration in `files` is refused naming `key` both where it is loaded and by
+/// `hookgate serve`, which exits non-zero (`what` says which case, for the messages).
+pub(crate) fn assert_refused_naming(files: &GatewayFiles, what: &str, key: &str) {
+    let text = std::fs::read_to_string(&files.config_path).unwrap();
+    let e = hookgate::config::Config::from_toml(&text, &files.config_path, files.dir.path())
+        .expect_err(what)
+        .to_string();
+    assert!(e.contains(key), "{what}: {e}");
+    let (code, _, stderr) = run_hookgate(&files.config_path, &["serve"]);
+    assert_ne!(code, 0, "serve started with {what}");
+    assert!(stderr.contains(key), "{what}: {stderr}");
 }
