@@ -287,6 +287,11 @@ impl Gateway {
             // Bulk jobs run where processing does (`[worker] concurrency = 0` is ingress only).
             if state.runtime.load().config.worker.concurrency > 0 {
                 stages.push((crate::stage::jobs::start(&state), crate::stage::jobs::GRACE));
+                // Gaps are held where their events are processed.
+                stages.push((
+                    crate::stage::sequence_gaps::start(&state),
+                    crate::stage::sequence_gaps::GRACE,
+                ));
             }
         }
         // Every process with the store runs it: it is stateless and instances on one

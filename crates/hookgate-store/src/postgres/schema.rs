@@ -54,6 +54,11 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../migrations/postgres/0012_held_and_source.sql"),
     ),
+    // 13 is another change's number (it may land after this one; versions need only ascend).
+    (
+        14,
+        include_str!("../../migrations/postgres/0014_object_sequence.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod pool;
 pub mod reseal;
 pub mod retention;
+pub mod sequence_gaps;
 
 use std::future::Future;
 

@@ -28,6 +28,7 @@ mod retention;
 mod roles;
 mod secrets;
 mod send_keys;
+mod sequences;
 mod stage_faults;
 mod store_url;
 mod tls;
