@@ -297,6 +297,7 @@ mod tests {
             source: hookgate_core::EventSource::Webhook,
             api_version: None,
             replay_digest: None,
+            sequence_number: None,
         }
     }
 

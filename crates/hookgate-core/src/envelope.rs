@@ -17,6 +17,9 @@ pub struct Envelope {
     /// The provider's API version stamp (Stripe's `api_version`, Shopify's
     /// `X-Shopify-API-Version`): the shape the payload was written in.
     pub api_version: Option<String>,
+    /// The event's position in its object's sequence (an endpoint's `sequence_pointer`):
+    /// the order its object's events are applied in.
+    pub sequence: Option<i64>,
 }
 
 /// The unique key of an inbox row. Also the associated data of its sealed payload, so a

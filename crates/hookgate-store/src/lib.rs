@@ -46,6 +46,7 @@ pub mod reconcile;
 pub mod rejections;
 pub mod retention;
 mod rows;
+pub mod sequence;
 pub mod sqlite;
 mod statements;
 pub mod store;
@@ -59,8 +60,8 @@ pub use open::{OpenOptions, open};
 pub use operator::{EventQuery, NewAudit, OperationResult, PageKey, Redelivery};
 pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 pub use processing::{
-    BusinessChange, FailedAttempt, HandlerOutput, HeldEvent, LeaseRequest, PaymentState,
-    ProcessingError, ProcessingResult, ReleaseRequest,
+    BusinessChange, Completion, FailedAttempt, HandlerOutput, HeldEvent, HeldGap, LeaseRequest,
+    PaymentState, ProcessingError, ProcessingResult, ReleaseRequest, SequenceGapCheck,
 };
 pub use reconcile::{
     FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent, MarkerKey,
@@ -72,6 +73,7 @@ pub use rejections::{
 pub use retention::{
     AuditRecord, DeletedRows, ExpiredRows, PurgeBatch, PurgeRequest, PurgeSelection,
 };
+pub use sequence::SequenceStart;
 pub use sqlite::{CommitStats, SqliteStore};
 pub use store::{
     InboxStore, InspectStore, JobStore, OperatorStore, OutboxStore, ProcessingStore,
@@ -107,6 +109,9 @@ pub struct NewInboxRow {
     /// The provider's API version stamp, where its pack says to read it (`api_version` in
     /// the pack); what an endpoint's `api_versions` pin is checked against at processing.
     pub api_version: Option<String>,
+    /// The event's position in its object's sequence, read with the endpoint's
+    /// `sequence_pointer` (the order processing applies the object's events in).
+    pub sequence_number: Option<i64>,
     /// For packs whose id and timestamp are both unsigned (`replay_defence = "body_digest"`):
     /// the keyed digest of the verified body; `None` for every other pack.
     pub replay_digest: Option<ReplayDigest>,
@@ -212,6 +217,11 @@ pub struct InboxRecord {
     /// When an operator last released the row from `HELD` (`hookgate events release`): a
     /// released row is processed without the hold's check again.
     pub released_at_ms: Option<i64>,
+    /// The event's position in its object's sequence (the endpoint's `sequence_pointer`).
+    pub sequence_number: Option<i64>,
+    /// While the row waits for a missing earlier event of its object (`RECEIVED`, not due)
+    /// or is `HELD` because that gap outlived its window: the sequence it waits for.
+    pub sequence_waiting_for: Option<i64>,
 }
 
 impl InboxRecord {
@@ -250,6 +260,9 @@ pub struct Backlog {
     pub outbox_failed: u64,
     /// Inbox rows set aside for an operator (`HELD`).
     pub held: u64,
+    /// Objects of sequenced endpoints whose gap is open: events wait (or are held) for a
+    /// missing earlier one.
+    pub sequence_gaps_open: u64,
 }
 
 /// Filter for listing events (operator CLI, tests, benchmark verification).

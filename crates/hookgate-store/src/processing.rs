@@ -5,9 +5,11 @@
 //! the `processed_events` markers, the outbox rows and `inbox.status = PROCESSED`
 //! ([`crate::ProcessingStore::complete_all`]). Nothing here does I/O.
 
+use hookgate_core::Outcome;
 use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, bounded};
 
 use crate::StoreError;
+use crate::sequence::SequenceStart;
 
 /// One local business change, applied by the store inside the processing transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +54,68 @@ pub struct ProcessingResult {
     pub handlers: Vec<HandlerOutput>,
     /// One outbox row (PENDING) per destination of the endpoint.
     pub destinations: Vec<String>,
+    /// `Some`: the endpoint applies each object's events in sequence order (its
+    /// `sequence_pointer`; the row's `sequence_number`), starting where this says.
+    pub sequence: Option<SequenceStart>,
+}
+
+/// How a completion ended (see [`crate::ProcessingStore::complete_all`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// `PROCESSED` with this outcome.
+    Processed(Outcome),
+    /// A sequenced event ahead of its object's next one: it waits (`RECEIVED`, not due, its
+    /// attempt not counted) for this sequence.
+    Waiting { for_sequence: i64 },
+}
+
+impl Completion {
+    /// The outcome, when the row was processed.
+    pub fn outcome(self) -> Option<Outcome> {
+        match self {
+            Completion::Processed(o) => Some(o),
+            Completion::Waiting { .. } => None,
+        }
+    }
+}
+
+/// One pass of the sequence-gap check over one endpoint
+/// ([`crate::ProcessingStore::hold_sequence_gaps`]).
+#[derive(Debug, Clone)]
+pub struct SequenceGapCheck {
+    pub endpoint_id: String,
+    /// Gaps opened at or before this time (ms) have outlived `sequence_gap_seconds`.
+    pub opened_before_ms: i64,
+    /// `sequence_gap_max`: an object with more waiting events than this is held.
+    pub max_waiting: u32,
+    /// The end of the reason stored with each held row (which limit was passed).
+    pub reason: String,
+}
+
+/// An object whose waiting events were held by a gap check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldGap {
+    pub object_id: String,
+    /// The missing sequence.
+    pub missing: i64,
+    /// How many of its waiting rows became `HELD`.
+    pub rows: u64,
+}
+
+/// Groups the `(object, missing)` pairs of held rows per object.
+pub(crate) fn held_gaps(rows: impl IntoIterator<Item = (String, i64)>) -> Vec<HeldGap> {
+    let mut out: Vec<HeldGap> = Vec::new();
+    for (object_id, missing) in rows {
+        match out.iter_mut().find(|g| g.object_id == object_id) {
+            Some(g) => g.rows += 1,
+            None => out.push(HeldGap {
+                object_id,
+                missing,
+                rows: 1,
+            }),
+        }
+    }
+    out
 }
 
 /// A failed attempt, recorded by [`crate::ProcessingStore::fail_attempt`] (fenced like a

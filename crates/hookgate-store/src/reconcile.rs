@@ -383,11 +383,13 @@ pub(crate) fn marker_key(r: &impl Columns) -> Result<MarkerKey, StoreError> {
     })
 }
 
-/// Parameters: endpoint, threshold, since, limit.
+/// Parameters: endpoint, threshold, since, limit. A row waiting for a missing sequence
+/// (`sequence_waiting_for`) is not due by design: never overdue, never made due here.
 pub(crate) static SCAN_OVERDUE: Statement = Statement::new(
     "SELECT i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type, i.received_at \
          FROM inbox i \
          WHERE i.status = 'RECEIVED' AND i.endpoint_id = $1 \
+           AND i.sequence_waiting_for IS NULL \
            AND coalesce(i.next_attempt_at, i.received_at) <= $2 \
            AND (i.lease_until IS NULL OR i.lease_until <= $2) \
            AND i.received_at >= $3 \
@@ -430,7 +432,7 @@ pub(crate) static SCAN_ORPHANS: Statement = Statement::new(
 /// inbox id, threshold, now.
 pub(crate) static REPAIR_OVERDUE: Statement = Statement::new(
     "UPDATE inbox SET next_attempt_at = $3, lease_owner = NULL, lease_until = NULL \
-     WHERE inbox_id = $1 AND status = 'RECEIVED' \
+     WHERE inbox_id = $1 AND status = 'RECEIVED' AND sequence_waiting_for IS NULL \
        AND coalesce(next_attempt_at, received_at) <= $2 \
        AND (lease_until IS NULL OR lease_until <= $2)",
 );

@@ -74,7 +74,7 @@ fn corrupt(msg: String) -> StoreError {
 
 /// The inbox columns in the order [`inbox_record`] reads them; `payload` is the sealed
 /// payload (SQLite keeps it in `inbox_payload`, so each backend says where it comes from).
-pub(crate) const INBOX_COLUMNS: [&str; 24] = [
+pub(crate) const INBOX_COLUMNS: [&str; 26] = [
     "inbox_id",
     "provider",
     "endpoint_id",
@@ -99,6 +99,8 @@ pub(crate) const INBOX_COLUMNS: [&str; 24] = [
     "api_version",
     "held_reason",
     "released_at",
+    "sequence_number",
+    "sequence_waiting_for",
 ];
 
 /// [`INBOX_COLUMNS`] as a select list: each column through `column` (a table prefix, or
@@ -151,6 +153,8 @@ pub(crate) fn inbox_record(r: &impl Columns) -> Result<InboxRecord, StoreError> 
         api_version: r.opt_text(21)?,
         held_reason: r.opt_text(22)?,
         released_at_ms: r.opt_int(23)?,
+        sequence_number: r.opt_int(24)?,
+        sequence_waiting_for: r.opt_int(25)?,
     })
 }
 
@@ -187,6 +191,7 @@ pub(crate) fn backlog(r: &impl Columns) -> Result<Backlog, StoreError> {
         oldest_pending_at_ms: r.opt_int(4)?,
         outbox_failed: r.count(5)?,
         held: r.count(6)?,
+        sequence_gaps_open: r.count(7)?,
     })
 }
 
@@ -215,6 +220,6 @@ mod tests {
     fn the_select_list_follows_the_record_order() {
         let list = inbox_select_list(|c| format!("i.{c}"));
         assert!(list.starts_with("i.inbox_id, i.provider,"));
-        assert!(list.ends_with("i.released_at"));
+        assert!(list.ends_with("i.sequence_number, i.sequence_waiting_for"));
     }
 }

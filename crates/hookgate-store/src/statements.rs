@@ -33,11 +33,13 @@ impl Statement {
 }
 
 /// The fence of a completion: the leased row's key and object, only while the caller still
-/// holds the lease, and the lease's number (orders payment fetches). Parameters: inbox id,
-/// owner, now (ms). (PostgreSQL adds `FOR UPDATE`.)
+/// holds the lease, the lease's number (orders payment fetches), its arrival, its sequence
+/// and whether an operator released it while it waited in a sequence gap. Parameters: inbox
+/// id, owner, now (ms). (PostgreSQL adds `FOR UPDATE`.)
 pub(crate) static COMPLETE_FENCE: Statement = Statement::new(
     "SELECT provider, endpoint_id, provider_event_id, object_id, object_version, \
-         coalesce(lease_seq, 0) \
+         coalesce(lease_seq, 0), received_at, sequence_number, \
+         sequence_waiting_for IS NOT NULL AND released_at IS NOT NULL \
      FROM inbox WHERE inbox_id = $1 AND status = 'RECEIVED' \
        AND lease_owner = $2 AND lease_until > $3",
 );
@@ -83,6 +85,7 @@ pub(crate) static RETRY_EVENT: Statement = Statement::new(
 
 /// A leased row set aside for an operator: `RECEIVED → HELD`, fenced on the lease, lease
 /// released and nothing due. Parameters: inbox id, owner, now (ms), reason.
+/// (A sequenced row held for a gap keeps `sequence_waiting_for`.)
 pub(crate) static HOLD_EVENT: Statement = Statement::new(
     "UPDATE inbox SET status = 'HELD', held_reason = $4, next_attempt_at = NULL, \
          lease_owner = NULL, lease_until = NULL \
@@ -91,11 +94,13 @@ pub(crate) static HOLD_EVENT: Statement = Statement::new(
 
 /// An operator's release: `HELD → RECEIVED`, due now, attempts reset, `released_at` stamped
 /// (processing does not hold a released row again). Rows whose payload was purged stay held:
-/// there is nothing left to process. Parameters: endpoint id or NULL, inbox id or NULL,
-/// now (ms).
+/// there is nothing left to process. A row held in a sequence gap is not due yet: the
+/// release's further statements (`sequence.rs`) make its object's rows due in order.
+/// Parameters: endpoint id or NULL, inbox id or NULL, now (ms).
 pub(crate) static RELEASE_HELD: Statement = Statement::new(
     "UPDATE inbox SET status = 'RECEIVED', held_reason = NULL, released_at = $3, \
-         next_attempt_at = $3, attempt_count = 0, lease_owner = NULL, lease_until = NULL \
+         next_attempt_at = CASE WHEN sequence_waiting_for IS NULL THEN CAST($3 AS BIGINT) END, \
+         attempt_count = 0, lease_owner = NULL, lease_until = NULL \
      WHERE status = 'HELD' AND payload_purged_at IS NULL \
        AND (CAST($1 AS TEXT) IS NULL OR endpoint_id = $1) \
        AND (CAST($2 AS TEXT) IS NULL OR inbox_id = $2)",
@@ -137,7 +142,8 @@ pub(crate) static BACKLOG: Statement = Statement::new(
      (SELECT count(*) FROM outbox WHERE status = 'PENDING'), \
      (SELECT min(created_at) FROM outbox WHERE status = 'PENDING'), \
      (SELECT count(*) FROM outbox WHERE status = 'FAILED'), \
-     (SELECT count(*) FROM inbox WHERE status = 'HELD')",
+     (SELECT count(*) FROM inbox WHERE status = 'HELD'), \
+     (SELECT count(*) FROM object_sequence WHERE gap_opened_at IS NOT NULL)",
 );
 
 pub(crate) static COUNT_INBOX: Statement = Statement::new("SELECT count(*) FROM inbox");

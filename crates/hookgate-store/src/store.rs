@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use hookgate_core::{OutboxStatus, Outcome};
+use hookgate_core::OutboxStatus;
 
 use crate::jobs::{
     JobBatch, JobBatchResult, JobControl, JobControlResult, JobFence, JobFenceError, JobRecord,
@@ -28,8 +28,8 @@ use crate::keys::PayloadKeyStore;
 use crate::operator::{EventQuery, NewAudit, OperationResult, Redelivery};
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
-    FailedAttempt, HeldEvent, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
-    ReleaseRequest,
+    Completion, FailedAttempt, HeldEvent, HeldGap, LeaseRequest, PaymentState, ProcessingError,
+    ProcessingResult, ReleaseRequest, SequenceGapCheck,
 };
 use crate::reconcile::{
     FindingBatch, FindingQuery, FindingRecord, FoundEvent, MarkerKey, MissingScan, NewRun,
@@ -113,10 +113,15 @@ pub trait ProcessingStore: Send + Sync {
     /// its `processed_events` marker and, if the marker is new, its business changes; one
     /// `PENDING` outbox row per destination; and `PROCESSED`/`applied`. SQLite commits the
     /// rows together through group commit; PostgreSQL runs them in one transaction.
+    ///
+    /// A row of a sequenced endpoint (`result.sequence`, with an object id and a sequence)
+    /// is first put in its object's order (`crate::sequence`): at or below the last applied,
+    /// `stale`; the next one, applied (then the object's waiting row after it is due at
+    /// once); further ahead, [`Completion::Waiting`] — not due, its attempt not counted.
     async fn complete_all(
         &self,
         results: Vec<ProcessingResult>,
-    ) -> Vec<Result<Outcome, ProcessingError>>;
+    ) -> Vec<Result<Completion, ProcessingError>>;
 
     /// Records a failed attempt, fenced like [`ProcessingStore::complete_all`]: back to
     /// `RECEIVED` due at `retry_at_ms`, or `FAILED` when it is `None`; `last_error` bounded;
@@ -133,8 +138,18 @@ pub trait ProcessingStore: Send + Sync {
     async fn hold_event(&self, held: HeldEvent) -> Result<(), ProcessingError>;
 
     /// Operator release: the `HELD` rows the request selects (whose payload is stored) become
-    /// `RECEIVED`, due at `now_ms`, attempts reset, `released_at = now_ms`; how many.
+    /// `RECEIVED`, due at `now_ms`, attempts reset, `released_at = now_ms`; how many. Rows
+    /// held in a sequence gap are released with their object's other waiting rows, and only
+    /// the lowest sequence of each object is due: the rest follow it in order, each applied
+    /// over the gap.
     async fn release_held(&self, request: ReleaseRequest) -> Result<u64, StoreError>;
+
+    /// The sequence-gap check of one endpoint: the waiting rows of its objects whose gap
+    /// opened at or before `opened_before_ms`, or which have more than `max_waiting` waiting
+    /// rows, become `HELD` with a reason naming the missing sequence (rows an operator
+    /// released are left alone). One statement; returns what was held, per object.
+    async fn hold_sequence_gaps(&self, check: SequenceGapCheck)
+    -> Result<Vec<HeldGap>, StoreError>;
 }
 
 /// The relay's view of the outbox (see [`crate::outbox`]). The operator's

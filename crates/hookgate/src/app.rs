@@ -292,6 +292,11 @@ impl Gateway {
                     crate::stage::reconcile::start(&state),
                     crate::stage::reconcile::GRACE,
                 ));
+                // Gaps are held where their events are processed.
+                stages.push((
+                    crate::stage::sequence_gaps::start(&state),
+                    crate::stage::sequence_gaps::GRACE,
+                ));
             }
         }
         // Every process with the store runs it: it is stateless and instances on one

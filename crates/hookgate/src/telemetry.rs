@@ -58,6 +58,9 @@ pub const DESTINATION_FILTERED: &str = "hookgate_destination_filtered_total";
 pub const TRANSFORM_SKIPPED: &str = "hookgate_transform_skipped_total";
 pub const RECONCILE_FINDINGS: &str = "hookgate_reconcile_findings_total";
 pub const RECONCILE_RUNS: &str = "hookgate_reconcile_runs_total";
+/// Objects of sequenced endpoints whose gap is open (events wait or are held for a missing
+/// sequence), read from the store at each scrape.
+pub const SEQUENCE_GAPS_OPEN: &str = "hookgate_sequence_gaps_open";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -187,6 +190,7 @@ pub fn backlog_observed(b: &hookgate_store::Backlog, now_ms: i64) {
     gauge!(OUTBOX_OLDEST_AGE).set(age(b.oldest_pending_at_ms));
     gauge!(OUTBOX_FAILED).set(b.outbox_failed as f64);
     gauge!(EVENTS_HELD).set(b.held as f64);
+    gauge!(SEQUENCE_GAPS_OPEN).set(b.sequence_gaps_open as f64);
     // The failure counter exists from the first scrape, so `rate()` sees its first failure.
     counter!(BACKLOG_PROBE_FAILURES).increment(0);
 }
@@ -227,6 +231,39 @@ pub fn backlog_unavailable() {
 pub fn event_processed(inbox_id: &str, endpoint: &str, outcome: hookgate_core::Outcome) {
     tracing::debug!(inbox_id, endpoint, %outcome, "event processed");
     counter!(EVENTS_PROCESSED, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// A sequenced event arrived ahead of its object's next one: it waits (not due, its attempt
+/// not counted) until the missing one is applied, or its gap is held.
+pub fn event_waiting(inbox_id: &str, endpoint: &str, sequence: Option<i64>, waits_for: i64) {
+    tracing::info!(
+        inbox_id,
+        endpoint,
+        sequence,
+        waits_for,
+        "event waits for an earlier sequence of its object"
+    );
+}
+
+/// The sequence-gap check held an object's waiting events: its missing sequence outlived
+/// `sequence_gap_seconds` or more than `sequence_gap_max` events waited for it.
+pub fn sequence_gap_held(endpoint: &str, object_id: &str, missing: i64, rows: u64) {
+    tracing::warn!(
+        endpoint,
+        object_id,
+        missing,
+        rows,
+        "sequence gap held for an operator; `hookgate events release` applies the held events over it"
+    );
+}
+
+/// An endpoint with `sequence_pointer` received an event whose sequence (or object id) it
+/// could not read: that event is applied without waiting for its turn.
+pub fn event_unsequenced(endpoint: &str) {
+    tracing::warn!(
+        endpoint,
+        "sequence_pointer (or the object id) resolved to nothing usable; the event is applied without sequence order"
+    );
 }
 
 /// A leased row was set aside for an operator (`HELD`); `hookgate_events_held` counts what

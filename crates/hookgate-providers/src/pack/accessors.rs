@@ -24,6 +24,11 @@ impl Pack {
     pub fn reads_api_version(&self) -> bool {
         !self.api_version.is_empty()
     }
+    /// Whether the pack reads an object id from its events (`object_id` locations): a
+    /// sequenced endpoint needs one, from here or from its `object_id_pointer`.
+    pub fn reads_object_id(&self) -> bool {
+        !self.object_id.is_empty()
+    }
     /// The options this pack reads from an endpoint's `options`.
     pub fn options(&self) -> &[OptionRule] {
         &self.options

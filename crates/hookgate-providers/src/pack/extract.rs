@@ -152,6 +152,8 @@ impl Pack {
             object_version,
             created_at,
             api_version: self.text_at(&self.api_version, headers, json)?,
+            // An endpoint's `sequence_pointer` reads it, not the pack.
+            sequence: None,
         })
     }
 

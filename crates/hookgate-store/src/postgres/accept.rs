@@ -41,18 +41,20 @@ const INSERT_SQL: &str = "\
 INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                    object_version, provider_created_at, received_at, payload,
                    payload_key_version, payload_digest, matched_secret_version, status,
-                   next_attempt_at, source, api_version)
+                   next_attempt_at, source, api_version, sequence_number)
 SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
        object_version, provider_created_at, received_at, payload,
        payload_key_version, payload_digest, matched_secret_version, status,
-       CASE WHEN status = 'RECEIVED' THEN received_at END, source, api_version
+       CASE WHEN status = 'RECEIVED' THEN received_at END, source, api_version,
+       sequence_number
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::int8[], $8::int8[], $9::int8[], $10::bytea[],
-            $11::int8[], $12::bytea[], $13::text[], $14::text[], $15::text[], $16::text[])
+            $11::int8[], $12::bytea[], $13::text[], $14::text[], $15::text[], $16::text[],
+            $17::int8[])
      WITH ORDINALITY AS t(inbox_id, provider, endpoint_id, provider_event_id, event_type,
                           object_id, object_version, provider_created_at, received_at, payload,
                           payload_key_version, payload_digest, matched_secret_version, status,
-                          source, api_version, ord)
+                          source, api_version, sequence_number, ord)
 ORDER BY ord
 ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING
 RETURNING provider, endpoint_id, provider_event_id";
@@ -271,6 +273,7 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
     let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
     let sources: Vec<&str> = rows.iter().map(|r| r.source.as_str()).collect();
     let api_versions: Vec<Option<&str>> = rows.iter().map(|r| r.api_version.as_deref()).collect();
+    let sequences: Vec<Option<i64>> = rows.iter().map(|r| r.sequence_number).collect();
 
     let inserted = tx
         .query(
@@ -292,6 +295,7 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
                 &statuses,
                 &sources,
                 &api_versions,
+                &sequences,
             ],
         )
         .await?;

@@ -18,9 +18,16 @@ use super::tx::{Failed, RetryableWrite, with_transaction};
 use super::{PostgresStore, payments};
 use crate::lease::LeasedTable;
 use crate::processing::{
-    FailedAttempt, HeldEvent, LeaseRequest, ProcessingError, ProcessingResult, ReleaseRequest,
+    Completion, FailedAttempt, HeldEvent, HeldGap, LeaseRequest, ProcessingError, ProcessingResult,
+    ReleaseRequest, SequenceGapCheck, held_gaps,
 };
 use crate::rows::{inbox_record, inbox_select_list};
+use crate::sequence::{
+    Decision, RELEASE_CLOSE_GAPS, RELEASE_FIRST_DUE, RELEASE_OBJECT_WAITING, SEQUENCE_ADVANCE,
+    SEQUENCE_DONE, SEQUENCE_ENSURE, SEQUENCE_FOLLOW, SEQUENCE_GAP_AFTER_APPLY, SEQUENCE_GAP_OPEN,
+    SEQUENCE_HOLD_GAPS, SEQUENCE_NEXT_WAITING, SEQUENCE_READ, SEQUENCE_WAIT, SEQUENCE_WAITING_FOR,
+    decide,
+};
 use crate::statements::{
     COMPLETE_FENCE, HOLD_EVENT, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RELEASE_HELD,
     RETRY_EVENT, VERSION_GATE,
@@ -40,6 +47,11 @@ fn prefixed_columns(with_payload: bool) -> String {
 static FENCE_FOR_UPDATE: LazyLock<String> =
     LazyLock::new(|| format!("{} FOR UPDATE", COMPLETE_FENCE.postgres()));
 
+/// The object's sequence state, locked until COMMIT: events of one object are decided one
+/// after another, whichever instances process them.
+static SEQUENCE_FOR_UPDATE: LazyLock<String> =
+    LazyLock::new(|| format!("{} FOR UPDATE", SEQUENCE_READ.postgres()));
+
 #[async_trait::async_trait]
 impl ProcessingStore for PostgresStore {
     async fn lease(&self, request: LeaseRequest<'_>) -> Result<Vec<InboxRecord>, StoreError> {
@@ -49,7 +61,7 @@ impl ProcessingStore for PostgresStore {
     async fn complete_all(
         &self,
         results: Vec<ProcessingResult>,
-    ) -> Vec<Result<Outcome, ProcessingError>> {
+    ) -> Vec<Result<Completion, ProcessingError>> {
         complete_all(&self.pool, self.options.request_timeout, &results).await
     }
 
@@ -85,6 +97,26 @@ impl ProcessingStore for PostgresStore {
         }
     }
 
+    async fn hold_sequence_gaps(
+        &self,
+        check: SequenceGapCheck,
+    ) -> Result<Vec<HeldGap>, StoreError> {
+        match with_transaction(
+            &self.pool,
+            self.options.request_timeout,
+            &Op::HoldGaps(&check),
+        )
+        .await
+        .map_err(Failed::into_store_error)?
+        {
+            Done::Rows(rows) => Ok(held_gaps(
+                rows.iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1))),
+            )),
+            _ => Err(unexpected()),
+        }
+    }
+
     async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
         let op = Op::Retry { inbox_id, now_ms };
         match with_transaction(&self.pool, self.options.request_timeout, &op)
@@ -110,12 +142,13 @@ enum Op<'r> {
     },
     Hold(&'r HeldEvent),
     Release(&'r ReleaseRequest),
+    HoldGaps(&'r SequenceGapCheck),
 }
 
 enum Done {
     Rows(Vec<tokio_postgres::Row>),
-    Outcome(Outcome),
-    Outcomes(Vec<Option<Outcome>>),
+    Outcome(Completion),
+    Outcomes(Vec<Option<Completion>>),
     Unit,
     Flag(bool),
     Count(u64),
@@ -134,7 +167,7 @@ impl RetryableWrite for Op<'_> {
                 let mut outcomes = Vec::with_capacity(rs.len());
                 for r in rs.iter() {
                     if settled.contains(r.inbox_id.as_str()) {
-                        outcomes.push(Some(Outcome::Applied));
+                        outcomes.push(Some(Completion::Processed(Outcome::Applied)));
                         continue;
                     }
                     // The fence is the first statement: a lost lease wrote nothing, and the
@@ -165,9 +198,34 @@ impl RetryableWrite for Op<'_> {
             }
             Op::Release(r) => {
                 let stmt = tx.prepare_cached(RELEASE_HELD.postgres()).await?;
-                Done::Count(
-                    tx.execute(&stmt, &[&r.endpoint_id, &r.inbox_id, &r.now_ms])
-                        .await?,
+                let n = tx
+                    .execute(&stmt, &[&r.endpoint_id, &r.inbox_id, &r.now_ms])
+                    .await?;
+                // Then the sequenced rows, in this order (each statement reads what the one
+                // before wrote).
+                for statement in [
+                    &RELEASE_OBJECT_WAITING,
+                    &RELEASE_CLOSE_GAPS,
+                    &RELEASE_FIRST_DUE,
+                ] {
+                    let stmt = tx.prepare_cached(statement.postgres()).await?;
+                    tx.execute(&stmt, &[&r.now_ms]).await?;
+                }
+                Done::Count(n)
+            }
+            Op::HoldGaps(c) => {
+                let stmt = tx.prepare_cached(SEQUENCE_HOLD_GAPS.postgres()).await?;
+                Done::Rows(
+                    tx.query(
+                        &stmt,
+                        &[
+                            &c.endpoint_id,
+                            &c.opened_before_ms,
+                            &i64::from(c.max_waiting),
+                            &c.reason,
+                        ],
+                    )
+                    .await?,
                 )
             }
         })
@@ -242,7 +300,7 @@ async fn complete(
     pool: &Pool,
     timeout: Duration,
     result: &ProcessingResult,
-) -> Result<Outcome, ProcessingError> {
+) -> Result<Completion, ProcessingError> {
     match with_transaction(pool, timeout, &Op::Complete(result))
         .await
         .map_err(Failed::into_processing_error)?
@@ -258,7 +316,7 @@ async fn complete_all(
     pool: &Pool,
     timeout: Duration,
     results: &[ProcessingResult],
-) -> Vec<Result<Outcome, ProcessingError>> {
+) -> Vec<Result<Completion, ProcessingError>> {
     if results.len() == 1 {
         return vec![complete(pool, timeout, &results[0]).await];
     }
@@ -295,7 +353,7 @@ async fn complete_plain_in(
 ) -> Result<std::collections::HashSet<String>, Failed> {
     let plain: Vec<&ProcessingResult> = results
         .iter()
-        .filter(|r| r.handlers.is_empty() && r.destinations.is_empty())
+        .filter(|r| r.handlers.is_empty() && r.destinations.is_empty() && r.sequence.is_none())
         .collect();
     if plain.is_empty() {
         return Ok(Default::default());
@@ -323,7 +381,7 @@ async fn complete_plain_in(
         .collect())
 }
 
-async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outcome, Failed> {
+async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Completion, Failed> {
     let fence = tx.prepare_cached(&FENCE_FOR_UPDATE).await?;
     let Some(row) = tx
         .query_opt(&fence, &[&r.inbox_id, &r.owner, &r.now_ms])
@@ -337,6 +395,47 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
     let object_id: Option<String> = row.get(3);
     let object_version: Option<i64> = row.get(4);
     let lease_seq: i64 = row.get(5);
+    let received_at_ms: i64 = row.get(6);
+    let sequence_number: Option<i64> = row.get(7);
+    let released_over_gap: bool = row.get(8);
+
+    // Sequence order first: a row that waits or is stale goes no further.
+    let sequenced = match (&object_id, sequence_number, r.sequence) {
+        (Some(object_id), Some(sequence), Some(start)) => {
+            let key = [provider.as_str(), endpoint_id.as_str(), object_id.as_str()];
+            let ensure = tx.prepare_cached(SEQUENCE_ENSURE.postgres()).await?;
+            tx.execute(&ensure, &[&key[0], &key[1], &key[2], &r.now_ms])
+                .await?;
+            let read = tx.prepare_cached(&SEQUENCE_FOR_UPDATE).await?;
+            let last: Option<i64> = tx
+                .query_one(&read, &[&key[0], &key[1], &key[2]])
+                .await?
+                .get(0);
+            match decide(sequence, last, start, released_over_gap) {
+                Decision::Apply => Some(sequence),
+                Decision::Stale => {
+                    let done = tx.prepare_cached(SEQUENCE_DONE.postgres()).await?;
+                    tx.execute(&done, &[&r.inbox_id]).await?;
+                    let mark = tx.prepare_cached(MARK_PROCESSED.postgres()).await?;
+                    tx.execute(&mark, &[&r.inbox_id, &Outcome::Stale.as_str(), &r.now_ms])
+                        .await?;
+                    return Ok(Completion::Processed(Outcome::Stale));
+                }
+                Decision::Wait(for_sequence) => {
+                    let wait = tx.prepare_cached(SEQUENCE_WAIT.postgres()).await?;
+                    tx.execute(&wait, &[&r.inbox_id, &for_sequence]).await?;
+                    let open = tx.prepare_cached(SEQUENCE_GAP_OPEN.postgres()).await?;
+                    tx.execute(
+                        &open,
+                        &[&key[0], &key[1], &key[2], &received_at_ms, &r.now_ms],
+                    )
+                    .await?;
+                    return Ok(Completion::Waiting { for_sequence });
+                }
+            }
+        }
+        _ => None,
+    };
 
     // Concurrent writers of one object serialise on its row (or its unique-index entry).
     let mut outcome = Outcome::Applied;
@@ -378,10 +477,62 @@ async fn complete_in(tx: &Transaction<'_>, r: &ProcessingResult) -> Result<Outco
         }
     }
 
+    if let (Some(sequence), Some(object_id)) = (sequenced, &object_id) {
+        sequence_applied(tx, r, [&provider, &endpoint_id, object_id], sequence).await?;
+    }
+
     let done = tx.prepare_cached(MARK_PROCESSED.postgres()).await?;
     tx.execute(&done, &[&r.inbox_id, &outcome.as_str(), &r.now_ms])
         .await?;
-    Ok(outcome)
+    Ok(Completion::Processed(outcome))
+}
+
+/// An applied sequenced row advances its object; the object's waiting row after it is due at
+/// once (or, released by an operator, whatever its sequence), and the gap is recomputed.
+async fn sequence_applied(
+    tx: &Transaction<'_>,
+    r: &ProcessingResult,
+    key: [&str; 3],
+    sequence: i64,
+) -> Result<(), Failed> {
+    let [provider, endpoint_id, object_id] = key;
+    let advance = tx.prepare_cached(SEQUENCE_ADVANCE.postgres()).await?;
+    tx.execute(
+        &advance,
+        &[&provider, &endpoint_id, &object_id, &sequence, &r.now_ms],
+    )
+    .await?;
+    let done = tx.prepare_cached(SEQUENCE_DONE.postgres()).await?;
+    tx.execute(&done, &[&r.inbox_id]).await?;
+    let next_sequence = sequence.saturating_add(1);
+    let waiting = tx.prepare_cached(SEQUENCE_WAITING_FOR.postgres()).await?;
+    tx.execute(
+        &waiting,
+        &[&provider, &endpoint_id, &object_id, &next_sequence],
+    )
+    .await?;
+    let next = tx.prepare_cached(SEQUENCE_NEXT_WAITING.postgres()).await?;
+    let next = tx
+        .query_opt(&next, &[&provider, &endpoint_id, &object_id])
+        .await?;
+    let mut moving = false;
+    if let Some(row) = next {
+        let (inbox_id, n, released): (String, i64, bool) = (row.get(0), row.get(1), row.get(2));
+        if n == next_sequence || released {
+            let follow = tx.prepare_cached(SEQUENCE_FOLLOW.postgres()).await?;
+            tx.execute(&follow, &[&inbox_id, &r.now_ms]).await?;
+            moving = true;
+        }
+    }
+    let gap = tx
+        .prepare_cached(SEQUENCE_GAP_AFTER_APPLY.postgres())
+        .await?;
+    tx.execute(
+        &gap,
+        &[&provider, &endpoint_id, &object_id, &moving, &r.now_ms],
+    )
+    .await?;
+    Ok(())
 }
 
 async fn fail_in(tx: &Transaction<'_>, a: &FailedAttempt) -> Result<(), Failed> {

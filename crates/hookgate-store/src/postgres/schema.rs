@@ -58,6 +58,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         13,
         include_str!("../../migrations/postgres/0013_reconcile.sql"),
     ),
+    (
+        14,
+        include_str!("../../migrations/postgres/0014_object_sequence.sql"),
+    ),
 ];
 
 /// Advisory lock key of hookgate's migrations: the bytes of "hookgate" (database-wide).

@@ -14,7 +14,14 @@ use super::read::{RETURNING_COLUMNS, RETURNING_COLUMNS_WITHOUT_PAYLOAD, record};
 use super::{SqliteStore, payments};
 use crate::lease::LeasedTable;
 use crate::processing::{
-    FailedAttempt, HeldEvent, LeaseRequest, ProcessingError, ProcessingResult, ReleaseRequest,
+    Completion, FailedAttempt, HeldEvent, HeldGap, LeaseRequest, ProcessingError, ProcessingResult,
+    ReleaseRequest, SequenceGapCheck, held_gaps,
+};
+use crate::sequence::{
+    Decision, RELEASE_CLOSE_GAPS, RELEASE_FIRST_DUE, RELEASE_OBJECT_WAITING, SEQUENCE_ADVANCE,
+    SEQUENCE_DONE, SEQUENCE_ENSURE, SEQUENCE_FOLLOW, SEQUENCE_GAP_AFTER_APPLY, SEQUENCE_GAP_OPEN,
+    SEQUENCE_HOLD_GAPS, SEQUENCE_NEXT_WAITING, SEQUENCE_READ, SEQUENCE_WAIT, SEQUENCE_WAITING_FOR,
+    decide,
 };
 use crate::statements::{
     COMPLETE_FENCE, HOLD_EVENT, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RELEASE_HELD,
@@ -58,7 +65,7 @@ impl ProcessingStore for SqliteStore {
                  WHERE inbox_id IN ( \
                      SELECT inbox_id FROM inbox INDEXED BY inbox_due \
                      WHERE status = 'RECEIVED' \
-                       AND (next_attempt_at IS NULL OR next_attempt_at <= ?3) \
+                       AND next_attempt_at <= ?3 \
                        AND (lease_until IS NULL OR lease_until <= ?3) \
                        {endpoint_filter} \
                      ORDER BY next_attempt_at LIMIT ?4) \
@@ -95,7 +102,7 @@ impl ProcessingStore for SqliteStore {
     async fn complete_all(
         &self,
         results: Vec<ProcessingResult>,
-    ) -> Vec<Result<Outcome, ProcessingError>> {
+    ) -> Vec<Result<Completion, ProcessingError>> {
         futures_util::future::join_all(
             results
                 .into_iter()
@@ -160,16 +167,163 @@ impl ProcessingStore for SqliteStore {
                     request.inbox_id,
                     request.now_ms,
                 ])?;
+            // Then the sequenced rows, in this order (each statement reads what the one
+            // before wrote).
+            for statement in [
+                &RELEASE_OBJECT_WAITING,
+                &RELEASE_CLOSE_GAPS,
+                &RELEASE_FIRST_DUE,
+            ] {
+                tx.prepare_cached(statement.sqlite())?
+                    .execute([request.now_ms])?;
+            }
             Ok(n as u64)
+        })
+        .await
+        .map_err(ProcessingError::into_store_error)
+    }
+
+    async fn hold_sequence_gaps(
+        &self,
+        check: SequenceGapCheck,
+    ) -> Result<Vec<HeldGap>, StoreError> {
+        self.write(move |tx| {
+            let mut stmt = tx.prepare_cached(SEQUENCE_HOLD_GAPS.sqlite())?;
+            let rows = stmt
+                .query_map(
+                    rusqlite::params![
+                        check.endpoint_id,
+                        check.opened_before_ms,
+                        i64::from(check.max_waiting),
+                        check.reason,
+                    ],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)),
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(held_gaps(rows))
         })
         .await
         .map_err(ProcessingError::into_store_error)
     }
 }
 
+/// The sequence step of a completion (see `crate::sequence`): `Ok(None)` when the row is to
+/// be applied (the caller goes on, then [`sequence_applied`]), else how it ended.
+fn sequence_in(
+    tx: &Connection,
+    r: &ProcessingResult,
+    key: (&str, &str, &str),
+    fenced: &SequencedRow,
+) -> Result<Option<Completion>, Failed> {
+    let (provider, endpoint_id, object_id) = key;
+    let Some(start) = r.sequence else {
+        return Ok(None);
+    };
+    tx.prepare_cached(SEQUENCE_ENSURE.sqlite())?
+        .execute(rusqlite::params![
+            provider,
+            endpoint_id,
+            object_id,
+            r.now_ms
+        ])?;
+    let last: Option<i64> = tx
+        .prepare_cached(SEQUENCE_READ.sqlite())?
+        .query_row((provider, endpoint_id, object_id), |row| row.get(0))?;
+    match decide(fenced.sequence, last, start, fenced.released_over_gap) {
+        Decision::Apply => Ok(None),
+        Decision::Stale => {
+            tx.prepare_cached(SEQUENCE_DONE.sqlite())?
+                .execute([&r.inbox_id])?;
+            Ok(Some(Completion::Processed(Outcome::Stale)))
+        }
+        Decision::Wait(for_sequence) => {
+            tx.prepare_cached(SEQUENCE_WAIT.sqlite())?
+                .execute(rusqlite::params![r.inbox_id, for_sequence])?;
+            tx.prepare_cached(SEQUENCE_GAP_OPEN.sqlite())?
+                .execute(rusqlite::params![
+                    provider,
+                    endpoint_id,
+                    object_id,
+                    fenced.received_at_ms,
+                    r.now_ms
+                ])?;
+            Ok(Some(Completion::Waiting { for_sequence }))
+        }
+    }
+}
+
+/// An applied sequenced row advances its object; the object's waiting row after it is due at
+/// once (or, released by an operator, whatever its sequence), and the gap is recomputed.
+fn sequence_applied(
+    tx: &Connection,
+    r: &ProcessingResult,
+    key: (&str, &str, &str),
+    sequence: i64,
+) -> Result<(), Failed> {
+    let (provider, endpoint_id, object_id) = key;
+    tx.prepare_cached(SEQUENCE_ADVANCE.sqlite())?
+        .execute(rusqlite::params![
+            provider,
+            endpoint_id,
+            object_id,
+            sequence,
+            r.now_ms
+        ])?;
+    tx.prepare_cached(SEQUENCE_DONE.sqlite())?
+        .execute([&r.inbox_id])?;
+    let next_sequence = sequence.saturating_add(1);
+    tx.prepare_cached(SEQUENCE_WAITING_FOR.sqlite())?
+        .execute(rusqlite::params![
+            provider,
+            endpoint_id,
+            object_id,
+            next_sequence
+        ])?;
+    let next: Option<(String, i64, bool)> = tx
+        .prepare_cached(SEQUENCE_NEXT_WAITING.sqlite())?
+        .query_row((provider, endpoint_id, object_id), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .optional()?;
+    let moving = match next {
+        Some((inbox_id, n, released)) if n == next_sequence || released => {
+            tx.prepare_cached(SEQUENCE_FOLLOW.sqlite())?
+                .execute(rusqlite::params![inbox_id, r.now_ms])?;
+            true
+        }
+        _ => false,
+    };
+    tx.prepare_cached(SEQUENCE_GAP_AFTER_APPLY.sqlite())?
+        .execute(rusqlite::params![
+            provider,
+            endpoint_id,
+            object_id,
+            moving,
+            r.now_ms
+        ])?;
+    Ok(())
+}
+
+/// What the fence read for the sequence step.
+struct SequencedRow {
+    sequence: i64,
+    received_at_ms: i64,
+    released_over_gap: bool,
+}
+
 /// The body of the processing transaction (see `ProcessingStore::complete_all`).
-fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed> {
-    type Fenced = (String, String, String, Option<String>, Option<i64>, i64);
+fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Completion, Failed> {
+    type Fenced = (
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<i64>,
+        i64,
+        i64,
+        Option<i64>,
+        bool,
+    );
     let fenced: Option<Fenced> = tx
         .prepare_cached(COMPLETE_FENCE.sqlite())?
         .query_row(rusqlite::params![r.inbox_id, r.owner, r.now_ms], |row| {
@@ -180,12 +334,51 @@ fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed>
                 row.get(3)?,
                 row.get(4)?,
                 row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                row.get(8)?,
             ))
         })
         .optional()?;
-    let Some((provider, endpoint_id, event_id, object_id, object_version, lease_seq)) = fenced
+    let Some((
+        provider,
+        endpoint_id,
+        event_id,
+        object_id,
+        object_version,
+        lease_seq,
+        received_at_ms,
+        sequence_number,
+        released_over_gap,
+    )) = fenced
     else {
         return Err(Failed::LeaseLost);
+    };
+
+    // Sequence order first: a row that waits or is stale goes no further.
+    let sequenced = match (&object_id, sequence_number) {
+        (Some(object_id), Some(sequence)) if r.sequence.is_some() => {
+            let key = (provider.as_str(), endpoint_id.as_str(), object_id.as_str());
+            let row = SequencedRow {
+                sequence,
+                received_at_ms,
+                released_over_gap,
+            };
+            if let Some(done) = sequence_in(tx, r, key, &row)? {
+                if done != Completion::Processed(Outcome::Stale) {
+                    return Ok(done);
+                }
+                tx.prepare_cached(MARK_PROCESSED.sqlite())?
+                    .execute(rusqlite::params![
+                        r.inbox_id,
+                        Outcome::Stale.as_str(),
+                        r.now_ms
+                    ])?;
+                return Ok(done);
+            }
+            Some(sequence)
+        }
+        _ => None,
     };
 
     let mut outcome = Outcome::Applied;
@@ -229,7 +422,12 @@ fn complete_in(tx: &Connection, r: &ProcessingResult) -> Result<Outcome, Failed>
         }
     }
 
+    if let (Some(sequence), Some(object_id)) = (sequenced, &object_id) {
+        let key = (provider.as_str(), endpoint_id.as_str(), object_id.as_str());
+        sequence_applied(tx, r, key, sequence)?;
+    }
+
     tx.prepare_cached(MARK_PROCESSED.sqlite())?
         .execute(rusqlite::params![r.inbox_id, outcome.as_str(), r.now_ms])?;
-    Ok(outcome)
+    Ok(Completion::Processed(outcome))
 }

@@ -54,6 +54,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         12,
         include_str!("../../migrations/sqlite/0012_reconcile.sql"),
     ),
+    (
+        13,
+        include_str!("../../migrations/sqlite/0013_object_sequence.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -154,7 +158,7 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         assert_eq!(
             migrate(&mut conn).unwrap(),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
         );
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
@@ -381,6 +385,7 @@ mod tests {
                 digest: [4; 32],
                 window_ms: 60_000,
             }),
+            sequence_number: None,
         };
         assert_eq!(
             store.accept(new_row("again", "done")).await.unwrap(),
@@ -649,7 +654,7 @@ mod tests {
         let indexes: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'inbox' \
-                 AND sql IS NOT NULL",
+                 AND sql IS NOT NULL AND name != 'inbox_sequence_waiting'",
                 [],
                 |r| r.get(0),
             )
@@ -661,5 +666,105 @@ mod tests {
             .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
             .unwrap();
         assert_eq!(on, 1);
+    }
+
+    /// A database written at schema version 11 (the previous one) opens at version 13: its
+    /// rows have no sequence, a RECEIVED row left without a due time by an older build is due
+    /// from its receipt (leases now require one), and sequenced processing works on it.
+    #[tokio::test]
+    async fn version_11_database_upgrades_to_13_with_object_sequence() {
+        use crate::{
+            Completion, GroupCommitOptions, InboxStore, InspectStore, LeaseRequest,
+            ProcessingResult, ProcessingStore, SequenceStart, SqliteStore,
+        };
+        use hookgate_core::{InboxStatus, Outcome};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v11.db");
+        {
+            let mut conn = super::super::open_write_connection(&path).unwrap();
+            assert_eq!(
+                migrate_to(&mut conn, 11).unwrap(),
+                vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+            );
+            for (id, object, due) in [("old", None, None), ("obj3", Some("o"), Some(5))] {
+                conn.execute(
+                    "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
+                         object_id, received_at, payload_key_version, payload_digest, \
+                         matched_secret_version, status, next_attempt_at) \
+                     VALUES (?1, 'stripe', 'ep', ?1, ?2, 1000, 1, x'01', 'v1', 'RECEIVED', ?3)",
+                    rusqlite::params![id, object, due],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, x'02')",
+                    [id],
+                )
+                .unwrap();
+            }
+        }
+
+        let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+        let old = store.get_event("old").await.unwrap().unwrap();
+        assert_eq!(old.next_attempt_at_ms, Some(1000), "due from its receipt");
+        assert_eq!(
+            (old.sequence_number, old.sequence_waiting_for),
+            (None, None)
+        );
+        let leased = store
+            .lease(LeaseRequest {
+                owner: "w",
+                now_ms: 2_000,
+                lease_ms: 1_000,
+                limit: 10,
+                with_payload: false,
+                endpoints: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(leased.len(), 2, "both old rows are still leased");
+        // An old row without a sequence is applied as before on a sequenced endpoint.
+        let done = store
+            .complete_all(vec![ProcessingResult {
+                inbox_id: "obj3".into(),
+                owner: "w".into(),
+                now_ms: 2_001,
+                handlers: Vec::new(),
+                destinations: Vec::new(),
+                sequence: Some(SequenceStart::One),
+            }])
+            .await;
+        assert_eq!(
+            done[0].as_ref().unwrap(),
+            &Completion::Processed(Outcome::Applied)
+        );
+        assert_eq!(
+            store.get_event("obj3").await.unwrap().unwrap().status,
+            InboxStatus::Processed
+        );
+        assert_eq!(store.backlog().await.unwrap().sequence_gaps_open, 0);
+        store.close().await;
+        drop(store);
+
+        let conn = Connection::open(&path).unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, latest_version());
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name IN \
+                 ('object_sequence', 'object_sequence_gap', 'inbox_sequence_waiting')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(tables, 3);
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
     }
 }

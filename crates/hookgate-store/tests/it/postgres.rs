@@ -22,7 +22,9 @@ use hookgate_testkit::PgTestDb;
 /// Contract tests are not about shedding: a loaded CI machine could make rows wait past the
 /// default `max_queue_wait`, so these stores never shed (shedding has its own tests).
 /// The newest PostgreSQL schema version (migrations/postgres): upgrade tests migrate to it.
-const LATEST_POSTGRES: i64 = 13;
+const LATEST_POSTGRES: i64 = 14;
+/// Every version this build applies.
+const POSTGRES_VERSIONS: &[i64] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
 
 async fn store_on(url: &str, mut options: PostgresOptions) -> PostgresStore {
     options.group_commit.max_queue_wait = conformance::NEVER_SHED;
@@ -494,7 +496,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, (1..=LATEST_POSTGRES).collect::<Vec<i64>>());
+    assert_eq!(versions, POSTGRES_VERSIONS);
     for s in stores {
         s.close().await;
     }
@@ -625,17 +627,18 @@ async fn a_refused_row_does_not_fail_the_rows_completed_with_it() {
             } else {
                 "ok".into()
             }],
+            sequence: None,
         })
         .collect();
     let outcomes = store.complete_all(results).await;
     assert_eq!(
         outcomes[0].as_ref().unwrap(),
-        &hookgate_core::Outcome::Applied
+        &hookgate_store::Completion::Processed(hookgate_core::Outcome::Applied)
     );
     assert!(outcomes[1].is_err(), "{:?}", outcomes[1]);
     assert_eq!(
         outcomes[2].as_ref().unwrap(),
-        &hookgate_core::Outcome::Applied
+        &hookgate_store::Completion::Processed(hookgate_core::Outcome::Applied)
     );
     for (i, id) in ids.iter().enumerate() {
         let rec = store.get_event(id).await.unwrap().unwrap();
@@ -939,6 +942,7 @@ async fn migration_7_makes_old_deliveries_due_and_orders_fetches_by_lease() {
                 }],
             }],
             destinations: Vec::new(),
+            sequence: None,
         })
         .await
         .unwrap();
@@ -1189,6 +1193,7 @@ async fn migration_10_adds_audit_results_delivery_keys_and_page_indexes() {
             now_ms: t,
             handlers: Vec::new(),
             destinations: vec!["d".into()],
+            sequence: None,
         })
         .await
         .unwrap();
@@ -1406,6 +1411,108 @@ async fn migration_12_adds_held_and_source_to_a_version_11_database() {
     assert_eq!(released.status, InboxStatus::Received);
     assert_eq!(released.released_at_ms, Some(5));
     assert_eq!(released.attempt_count, 0);
+    store.close().await;
+}
+
+/// A database at schema version 12 (before sequenced deltas) opens at version 14: its rows
+/// have no sequence, and sequenced processing works on it (a row waits, is held by the gap
+/// check, released, applied).
+#[tokio::test]
+async fn migration_14_adds_object_sequence_to_a_version_12_database() {
+    use hookgate_core::InboxStatus;
+    use hookgate_store::{
+        Completion, LeaseRequest, ReleaseRequest, SequenceGapCheck, SequenceStart,
+    };
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let old = store
+        .accept(row("stripe", "ep", "evt_12"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    let client = sql(db.url()).await;
+    // As a version 12 gateway left it.
+    client
+        .batch_execute(
+            "DROP INDEX inbox_sequence_waiting; DROP TABLE object_sequence; \
+             ALTER TABLE inbox DROP COLUMN sequence_number, DROP COLUMN sequence_waiting_for; \
+             DELETE FROM schema_migrations WHERE version > 12;",
+        )
+        .await
+        .unwrap();
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let version: i64 = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(version >= 14, "migrated past 12 (to {version})");
+    let event = store.get_event(&old).await.unwrap().expect("no row lost");
+    assert_eq!(
+        (event.sequence_number, event.sequence_waiting_for),
+        (None, None)
+    );
+
+    let mut ahead = row("stripe", "ep", "evt_seq_2");
+    ahead.object_id = Some("obj".into());
+    ahead.sequence_number = Some(2);
+    let ahead = store.accept(ahead).await.unwrap().inbox_id().to_owned();
+    let t = i64::MAX / 4;
+    let leased = store
+        .lease(LeaseRequest {
+            owner: "w",
+            now_ms: t,
+            lease_ms: 1000,
+            limit: 10,
+            with_payload: false,
+            endpoints: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 2);
+    let complete = |id: &str, now_ms| hookgate_store::ProcessingResult {
+        inbox_id: id.to_owned(),
+        owner: "w".into(),
+        now_ms,
+        handlers: Vec::new(),
+        destinations: Vec::new(),
+        sequence: Some(SequenceStart::One),
+    };
+    let done = store
+        .complete_all(vec![complete(&old, t + 1), complete(&ahead, t + 1)])
+        .await;
+    assert_eq!(
+        done[1].as_ref().unwrap(),
+        &Completion::Waiting { for_sequence: 1 }
+    );
+    let held = store
+        .hold_sequence_gaps(SequenceGapCheck {
+            endpoint_id: "ep".into(),
+            opened_before_ms: t,
+            max_waiting: 100,
+            reason: String::new(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        store.get_event(&ahead).await.unwrap().unwrap().status,
+        InboxStatus::Held
+    );
+    let released = ReleaseRequest {
+        endpoint_id: None,
+        inbox_id: Some(ahead.clone()),
+        now_ms: t + 2,
+    };
+    assert_eq!(store.release_held(released).await.unwrap(), 1);
+    let rec = store.get_event(&ahead).await.unwrap().unwrap();
+    assert_eq!(
+        rec.next_attempt_at_ms,
+        Some(t + 2),
+        "the lowest released is due"
+    );
     store.close().await;
 }
 

@@ -175,7 +175,7 @@ async fn reopen_is_idempotent() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(versions, (1..=LATEST_SQLITE).collect::<Vec<i64>>());
+    assert_eq!(versions, SQLITE_VERSIONS);
     let applied_at: i64 = conn
         .query_row("SELECT applied_at FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
@@ -183,7 +183,9 @@ async fn reopen_is_idempotent() {
 }
 
 /// The newest SQLite schema version (migrations/sqlite): upgrade tests migrate to it.
-const LATEST_SQLITE: i64 = 12;
+const LATEST_SQLITE: i64 = 13;
+/// Every version this build applies.
+const SQLITE_VERSIONS: &[i64] = &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13];
 
 fn columns(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
     conn.prepare(&format!("PRAGMA table_info({table})"))
@@ -236,6 +238,10 @@ async fn schema_has_the_design_tables_and_checks() {
             "api_version",
             "held_reason",
             "released_at",
+            // Its position in its object's sequence, and what it waits for (schema
+            // version 13).
+            "sequence_number",
+            "sequence_waiting_for",
         ]
     );
     // The sealed payload lives beside the inbox (schema version 4, a payload reference
@@ -404,6 +410,7 @@ async fn status_updates_do_not_rewrite_the_payload() {
             now_ms: t + 1,
             handlers: Vec::new(),
             destinations: vec!["d".into()],
+            sequence: None,
         })
         .await
         .unwrap();
@@ -890,6 +897,7 @@ async fn version_4_database_upgrades_to_6() {
                 }],
             }],
             destinations: Vec::new(),
+            sequence: None,
         })
         .await
         .unwrap();
@@ -1025,6 +1033,7 @@ async fn version_8_database_upgrades_to_9_for_the_operator_api() {
             now_ms: t,
             handlers: Vec::new(),
             destinations: vec!["d".into()],
+            sequence: None,
         })
         .await
         .unwrap();

@@ -105,6 +105,7 @@ async fn run(args: SeedArgs) -> anyhow::Result<i32> {
                         source: hookgate_core::EventSource::Webhook,
                         api_version: None,
                         replay_digest: None,
+                        sequence_number: None,
                     }
                 })
                 .collect();

@@ -604,5 +604,7 @@ fn metadata(e: &InboxRecord) -> Value {
         "api_version": e.api_version,
         "held_reason": e.held_reason,
         "released_at_ms": e.released_at_ms,
+        "sequence": e.sequence_number,
+        "sequence_waiting_for": e.sequence_waiting_for,
     })
 }

@@ -17,6 +17,7 @@ mod render;
 mod resolve;
 pub mod retention;
 mod secrets;
+pub mod sequence;
 mod store;
 
 use std::net::SocketAddr;
@@ -207,6 +208,8 @@ pub struct EndpointConfig {
     pub object_id_pointer: Option<String>,
     /// JSON pointer to the authoritative object version (an integer) in the verified body.
     pub object_version_pointer: Option<String>,
+    /// `sequence_pointer` and its limits: each object's events are applied in sequence order.
+    pub sequence: Option<sequence::Sequencing>,
     /// `[[destinations]]` ids this endpoint's processed events are delivered to (fan-out):
     /// one outbox row each, written by the processing transaction.
     pub destinations: Vec<String>,

@@ -179,6 +179,14 @@ pub struct RawEndpoint {
     pub idempotency_days: Option<u32>,
     /// The provider API versions this endpoint's consumers understand; others are `HELD`.
     pub api_versions: Option<Vec<String>>,
+    /// JSON pointer to the event's sequence within its object (sequenced deltas).
+    pub sequence_pointer: Option<String>,
+    /// How long an object's events wait for a missing one before they are held.
+    pub sequence_gap_seconds: Option<u64>,
+    /// How many events of one object may wait for a missing one.
+    pub sequence_gap_max: Option<u32>,
+    /// `"any"`: an object's first event starts its sequence (else it must be 1).
+    pub sequence_start: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -190,6 +190,9 @@ pub fn render_redacted(c: &Config) -> String {
         if let Some(p) = &e.object_version_pointer {
             let _ = writeln!(out, "object_version_pointer = {p:?}");
         }
+        if let Some(s) = &e.sequence {
+            super::sequence::render(&mut out, s);
+        }
         for sv in &e.secrets {
             let mut state = String::new();
             if sv.retired {

@@ -665,7 +665,19 @@ fn resolve_endpoint(
     let object_id_pointer = resolve_pointer(e.object_id_pointer, at("object_id_pointer"), pack)?;
     let object_version_pointer =
         resolve_pointer(e.object_version_pointer, at("object_version_pointer"), pack)?;
+    let sequence = super::sequence::resolve(
+        super::sequence::RawSequencing {
+            pointer: resolve_pointer(e.sequence_pointer, at("sequence_pointer"), pack)?,
+            gap_seconds: e.sequence_gap_seconds,
+            gap_max: e.sequence_gap_max,
+            start: e.sequence_start,
+        },
+        i,
+        pack,
+        object_id_pointer.as_deref(),
+    )?;
     Ok(EndpointConfig {
+        sequence,
         retry: resolve_retry(e.retry, &at("retry"))?,
         handlers,
         object_id_pointer,

@@ -74,6 +74,7 @@ pub(super) async fn commit(state: &AppState, cfg: &EndpointConfig, v: Verified<'
             source: hookgate_core::EventSource::Webhook,
             api_version: envelope.api_version,
             replay_digest: replay.take(),
+            sequence_number: envelope.sequence,
         });
     }
     if rows.is_empty() {

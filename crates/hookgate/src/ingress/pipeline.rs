@@ -245,7 +245,9 @@ where
             Err(rejection) => return rejection.into(),
         };
     if let [envelope] = events.as_mut_slice()
-        && (cfg.object_id_pointer.is_some() || cfg.object_version_pointer.is_some())
+        && (cfg.object_id_pointer.is_some()
+            || cfg.object_version_pointer.is_some()
+            || cfg.sequence.is_some())
     {
         object_from_pointers(cfg, &body, envelope);
     }
@@ -463,6 +465,9 @@ fn object_from_pointers(
         if cfg.object_version_pointer.is_some() {
             telemetry::event_unversioned(&cfg.id);
         }
+        if cfg.sequence.is_some() {
+            telemetry::event_unsequenced(&cfg.id);
+        }
         return;
     };
     if let Some(pointer) = &cfg.object_id_pointer {
@@ -487,5 +492,17 @@ fn object_from_pointers(
     if envelope.object_version.is_some() && envelope.object_id.is_none() {
         tracing::debug!(endpoint = %cfg.id, "object version without an object id; the gate is skipped");
         envelope.object_version = None;
+    }
+    if let Some(sequencing) = &cfg.sequence {
+        // The same integer forms as the version; without an object there is no order.
+        envelope.sequence = match json.pointer(&sequencing.pointer) {
+            Some(serde_json::Value::Number(n)) => n.as_i64(),
+            Some(serde_json::Value::String(s)) => s.parse::<i64>().ok(),
+            _ => None,
+        }
+        .filter(|_| envelope.object_id.is_some());
+        if envelope.sequence.is_none() {
+            telemetry::event_unsequenced(&cfg.id);
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod pool;
 pub mod reconcile;
 pub mod reseal;
 pub mod retention;
+pub mod sequence_gaps;
 
 use std::future::Future;
 

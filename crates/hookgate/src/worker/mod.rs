@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate_store::{
-    FailedAttempt, HandlerOutput, HeldEvent, InboxRecord, LeaseRequest, ProcessingError,
-    ProcessingResult, StoreError,
+    Completion, FailedAttempt, HandlerOutput, HeldEvent, InboxRecord, LeaseRequest,
+    ProcessingError, ProcessingResult, StoreError,
 };
 use tokio::sync::watch;
 
@@ -53,8 +53,9 @@ pub struct Processor {
     http: reqwest::Client,
 }
 
-/// How one leased row ended, for logs and tests: `Retrying` is back to RECEIVED, due then.
-pub type Processed = Settled<hookgate_core::Outcome>;
+/// How one leased row ended, for logs and tests: `Retrying` is back to RECEIVED, due then;
+/// `Completed(Completion::Waiting { .. })` waits in its object's sequence gap.
+pub type Processed = Settled<Completion>;
 
 impl Processor {
     pub fn new(state: Arc<AppState>) -> anyhow::Result<Processor> {
@@ -204,6 +205,7 @@ impl Processor {
                 handlers: outputs,
                 // One outbox row per destination of the endpoint whose filter the event passes.
                 destinations,
+                sequence: cfg.sequence.as_ref().map(|s| s.start),
             },
             filtered_out,
         ))
@@ -333,13 +335,22 @@ fn api_version_hold(cfg: &crate::config::EndpointConfig, record: &InboxRecord) -
 /// How one row's commit ended, logged and counted.
 fn committed_outcome(
     record: &InboxRecord,
-    result: Result<hookgate_core::Outcome, ProcessingError>,
+    result: Result<Completion, ProcessingError>,
 ) -> Processed {
     match result {
-        Ok(outcome) => {
+        Ok(Completion::Processed(outcome)) => {
             hookgate_core::fail_point!("worker.after_apply_commit");
             telemetry::event_processed(&record.inbox_id, &record.endpoint_id, outcome);
-            Processed::Completed(outcome)
+            Processed::Completed(Completion::Processed(outcome))
+        }
+        Ok(waiting @ Completion::Waiting { for_sequence }) => {
+            telemetry::event_waiting(
+                &record.inbox_id,
+                &record.endpoint_id,
+                record.sequence_number,
+                for_sequence,
+            );
+            Processed::Completed(waiting)
         }
         Err(ProcessingError::LeaseLost) => {
             tracing::warn!(inbox_id = %record.inbox_id, "lease lost before commit; another worker owns the event");

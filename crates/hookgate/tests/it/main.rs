@@ -36,6 +36,7 @@ mod roles;
 mod routing;
 mod secrets;
 mod send_keys;
+mod sequences;
 mod stage_faults;
 mod store_url;
 mod tls;

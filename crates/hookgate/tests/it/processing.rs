@@ -329,7 +329,13 @@ async fn versions_3_1_2_and_every_order_of_5_converge(backend: Backend) {
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.json()["status"], "accepted");
         let done = drain(&p, "w").await;
-        assert_eq!(done, [Processed::Completed(outcome)], "version {v}");
+        assert_eq!(
+            done,
+            [Processed::Completed(hookgate_store::Completion::Processed(
+                outcome
+            ))],
+            "version {v}"
+        );
         expected.insert(id, outcome);
     }
     assert_eq!(
@@ -590,7 +596,12 @@ async fn transient_failures_back_off_then_fail_then_operator_retry_succeeds(back
     // The CLI stamped "due now" with the real clock; move the pinned clock past it.
     h.set_ms(rec.next_attempt_at_ms.unwrap() + 1_000);
     let done = p.run_once("w", 10).await.unwrap();
-    assert_eq!(done, [Processed::Completed(Outcome::Applied)]);
+    assert_eq!(
+        done,
+        [Processed::Completed(hookgate_store::Completion::Processed(
+            Outcome::Applied
+        ))]
+    );
     let state = h.store().payment_state("ch_retry").await.unwrap().unwrap();
     assert_eq!(
         (state.status.as_str(), state.amount, state.write_count),

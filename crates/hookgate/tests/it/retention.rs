@@ -230,6 +230,7 @@ async fn seed_expired(store: &SharedStore, count: usize, days_ago: i64) {
             source: hookgate_core::EventSource::Webhook,
             api_version: None,
             replay_digest: None,
+            sequence_number: None,
         });
         if rows.len() == 200 {
             store

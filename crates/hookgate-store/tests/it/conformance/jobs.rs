@@ -78,6 +78,7 @@ pub async fn job_batches_are_fenced_resumable_and_exact(store: Arc<dyn Store>) {
             now_ms: now_ms(),
             handlers: Vec::new(),
             destinations: Vec::new(),
+            sequence: None,
         })
         .await
         .unwrap();

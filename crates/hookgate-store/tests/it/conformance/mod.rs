@@ -48,6 +48,8 @@ mod jobs;
 pub use jobs::*;
 mod reconcile;
 pub use reconcile::*;
+mod sequence;
+pub use sequence::*;
 
 /// What tests read or do through the production traits, spelled as the tests use it.
 pub trait StoreTestExt {
@@ -122,7 +124,10 @@ impl<S: Store + ?Sized> StoreTestExt for S {
     async fn complete(&self, result: ProcessingResult) -> Result<Outcome, ProcessingError> {
         let mut outcomes = self.complete_all(vec![result]).await;
         assert_eq!(outcomes.len(), 1, "one outcome per result");
-        outcomes.pop().expect("one outcome")
+        outcomes.pop().expect("one outcome").map(|c| {
+            c.outcome()
+                .unwrap_or_else(|| panic!("a row of an unsequenced result waits: {c:?}"))
+        })
     }
 
     fn outbox_destinations(
@@ -188,6 +193,9 @@ macro_rules! conformance_tests {
             job_batches_are_fenced_resumable_and_exact,
             rejections_page_filter_count_and_trim,
             reconcile_scans_repair_once_and_record_findings,
+            sequence_gap_waits_fills_and_follows,
+            sequence_gaps_are_held_and_released_in_order,
+            too_many_waiting_events_are_held,
         );
     };
     (@each $fresh:path; $($check:ident),+ $(,)?) => {
@@ -240,6 +248,7 @@ pub fn row_for(provider: &str, endpoint_id: &str, event_id: &str) -> NewInboxRow
         source: hookgate_core::EventSource::Webhook,
         api_version: None,
         replay_digest: None,
+        sequence_number: None,
     }
 }
 
@@ -560,6 +569,7 @@ pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
         source: hookgate_core::EventSource::Webhook,
         api_version: None,
         replay_digest: None,
+        sequence_number: None,
     };
     store.accept(full.clone()).await.unwrap();
     let got = store

@@ -39,6 +39,7 @@ async fn process_all(store: &Arc<dyn Store>, t: i64, destinations: &[&str]) {
                 now_ms: t,
                 handlers: Vec::new(),
                 destinations: destinations.iter().map(|d| (*d).to_owned()).collect(),
+                sequence: None,
             })
             .await
             .unwrap();
@@ -335,6 +336,7 @@ pub async fn replay_is_fenced_against_leases(store: Arc<dyn Store>) {
                 now_ms: t + 2,
                 handlers: Vec::new(),
                 destinations: vec!["d".into()],
+                sequence: None,
             })
             .await
             .unwrap();
@@ -366,6 +368,7 @@ pub async fn replay_is_fenced_against_leases(store: Arc<dyn Store>) {
                 now_ms: t + 5,
                 handlers: Vec::new(),
                 destinations: vec!["d".into()],
+                sequence: None,
             })
             .await
             .map_err(|e| matches!(e, ProcessingError::LeaseLost)),
@@ -380,6 +383,7 @@ pub async fn replay_is_fenced_against_leases(store: Arc<dyn Store>) {
                 now_ms: t + 5,
                 handlers: Vec::new(),
                 destinations: vec!["d".into()],
+                sequence: None,
             })
             .await
             .map_err(|e| e.to_string()),

@@ -34,6 +34,7 @@ async fn processed(
                 now_ms: t,
                 handlers: Vec::new(),
                 destinations: destinations.iter().map(|d| (*d).to_owned()).collect(),
+                sequence: None,
             })
             .await
             .unwrap();
@@ -281,6 +282,7 @@ pub async fn concurrent_delivery_leases_never_share_a_row(store: Arc<dyn Store>)
                 now_ms: t,
                 handlers: Vec::new(),
                 destinations: vec!["d".into()],
+                sequence: None,
             })
             .await
             .unwrap();

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use hookgate_core::retry::MAX_LAST_ERROR_CHARS;
 use hookgate_core::{InboxStatus, Outcome};
 use hookgate_store::{
-    BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, NewInboxRow, ProcessingError,
-    ProcessingResult, Store,
+    BusinessChange, Completion, FailedAttempt, HandlerOutput, LeaseRequest, NewInboxRow,
+    ProcessingError, ProcessingResult, Store,
 };
 use tokio::task::JoinSet;
 
@@ -46,6 +46,7 @@ fn result(inbox_id: &str, owner: &str, now: i64) -> ProcessingResult {
         now_ms: now,
         handlers: Vec::new(),
         destinations: Vec::new(),
+        sequence: None,
     }
 }
 
@@ -272,10 +273,16 @@ pub async fn completing_rows_together_fences_each_row(store: Arc<dyn Store>) {
     results[1].owner = "someone-else".into();
     let outcomes = store.complete_all(results).await;
     assert_eq!(outcomes.len(), 3);
-    assert_eq!(outcomes[0].as_ref().unwrap(), &Outcome::Applied);
+    assert_eq!(
+        outcomes[0].as_ref().unwrap(),
+        &Completion::Processed(Outcome::Applied)
+    );
     assert!(matches!(outcomes[1], Err(ProcessingError::LeaseLost)));
     // Older than the version the first row applied, in the same transaction.
-    assert_eq!(outcomes[2].as_ref().unwrap(), &Outcome::Stale);
+    assert_eq!(
+        outcomes[2].as_ref().unwrap(),
+        &Completion::Processed(Outcome::Stale)
+    );
 
     let a = store.get_event(&ids[0]).await.unwrap().unwrap();
     assert_eq!(
@@ -318,10 +325,20 @@ pub async fn completing_rows_together_fences_each_row(store: Arc<dyn Store>) {
         plain.iter().map(|id| result(id, "w", t2 + 5)).collect();
     results[1].owner = "someone-else".into();
     let outcomes = store.complete_all(results).await;
-    assert_eq!(outcomes[0].as_ref().unwrap(), &Outcome::Applied);
+    assert_eq!(
+        outcomes[0].as_ref().unwrap(),
+        &Completion::Processed(Outcome::Applied)
+    );
     assert!(matches!(outcomes[1], Err(ProcessingError::LeaseLost)));
-    assert_eq!(outcomes[2].as_ref().unwrap(), &Outcome::Stale, "gated");
-    assert_eq!(outcomes[3].as_ref().unwrap(), &Outcome::Applied);
+    assert_eq!(
+        outcomes[2].as_ref().unwrap(),
+        &Completion::Processed(Outcome::Stale),
+        "gated"
+    );
+    assert_eq!(
+        outcomes[3].as_ref().unwrap(),
+        &Completion::Processed(Outcome::Applied)
+    );
     for (i, id) in plain.iter().enumerate() {
         let rec = store.get_event(id).await.unwrap().unwrap();
         if i == 1 {

@@ -66,6 +66,7 @@ pub async fn reconcile_scans_repair_once_and_record_findings(store: Arc<dyn Stor
             now_ms: t,
             handlers: Vec::new(),
             destinations: vec!["d1".into()],
+            sequence: None,
         })
         .await
         .unwrap();

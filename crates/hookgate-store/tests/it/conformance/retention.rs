@@ -60,6 +60,7 @@ async fn stored(store: &Arc<dyn Store>, r: NewInboxRow, life: Life<'_>, t: i64) 
                         })
                         .collect(),
                     destinations: destinations.iter().map(|d| (*d).to_owned()).collect(),
+                    sequence: None,
                 })
                 .await
                 .unwrap();

@@ -106,6 +106,7 @@ pub async fn ignored_row_redelivered_when_allowed_goes_back_to_work(store: Arc<d
             now_ms: now_ms() + 1_000,
             handlers: Vec::new(),
             destinations: Vec::new(),
+            sequence: None,
         })
         .await
         .unwrap();

@@ -150,6 +150,10 @@ pub struct EventDetail {
     pub held_reason: Option<String>,
     /// When an operator last released it from `HELD`.
     pub released_at_ms: Option<i64>,
+    /// Its position in its object's sequence (an endpoint's `sequence_pointer`).
+    pub sequence: Option<i64>,
+    /// While it waits (or is held) for a missing earlier event of its object: that sequence.
+    pub sequence_waiting_for: Option<i64>,
     pub attempts: Attempts,
     pub deliveries: Vec<Delivery>,
 }
@@ -181,6 +185,8 @@ impl EventDetail {
             api_version: e.api_version.clone(),
             held_reason: e.held_reason.clone(),
             released_at_ms: e.released_at_ms,
+            sequence: e.sequence_number,
+            sequence_waiting_for: e.sequence_waiting_for,
             attempts: Attempts {
                 count: e.attempt_count,
                 last_error: e.last_error.clone(),
