@@ -21,6 +21,7 @@ mod outbound;
 mod pipeline;
 mod postgres;
 mod processing;
+mod provider_reconcile;
 mod providers;
 mod reconcile;
 mod rejections;
