@@ -294,6 +294,8 @@ mod tests {
             payload_digest: vec![0; 32],
             matched_secret_version: "v1".to_owned(),
             status: InboxStatus::Received,
+            source: hookgate_core::EventSource::Webhook,
+            api_version: None,
             replay_digest: None,
         }
     }

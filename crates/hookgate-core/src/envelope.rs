@@ -14,6 +14,9 @@ pub struct Envelope {
     pub object_version: Option<i64>,
     /// Provider's created-at (unix seconds): evidence, never order.
     pub created_at: Option<i64>,
+    /// The provider's API version stamp (Stripe's `api_version`, Shopify's
+    /// `X-Shopify-API-Version`): the shape the payload was written in.
+    pub api_version: Option<String>,
 }
 
 /// The unique key of an inbox row. Also the associated data of its sealed payload, so a

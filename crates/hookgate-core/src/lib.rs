@@ -13,4 +13,4 @@ pub mod seal;
 pub mod status;
 
 pub use envelope::{Envelope, RowIdentity};
-pub use status::{InboxStatus, OutboxStatus, Outcome};
+pub use status::{EventSource, InboxStatus, OutboxStatus, Outcome};

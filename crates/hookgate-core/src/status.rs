@@ -46,6 +46,16 @@ string_enum!(
         Processed => "PROCESSED",
         Failed => "FAILED",
         Ignored => "IGNORED",
+        Held => "HELD",
+    }
+);
+
+string_enum!(
+    /// Where an inbox row came from: signed by the provider and received (`webhook`), or found
+    /// through the provider's API by reconciliation (`reconciled`).
+    EventSource, "event source", {
+        Webhook => "webhook",
+        Reconciled => "reconciled",
     }
 );
 
@@ -77,6 +87,9 @@ mod tests {
         }
         for s in Outcome::ALL {
             assert_eq!(s.as_str().parse::<Outcome>().unwrap(), *s);
+        }
+        for s in EventSource::ALL {
+            assert_eq!(s.as_str().parse::<EventSource>().unwrap(), *s);
         }
         for s in OutboxStatus::ALL {
             assert_eq!(s.as_str().parse::<OutboxStatus>().unwrap(), *s);

@@ -5,6 +5,7 @@
 //!
 //! | header | value |
 //! | --- | --- |
+//! | `Content-Type` | [`Message::content_type`]: the transform's, else sniffed from the body |
 //! | `Idempotency-Key`, `webhook-id` | the inbox id (stable across retries and re-deliveries), or the fresh key an operator's re-delivery with `fresh_key` recorded |
 //! | `webhook-timestamp` | unix seconds of this attempt |
 //! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` per signing secret, space-separated |
@@ -251,14 +252,9 @@ impl HttpDestination {
     /// The headers of one request (see the module docs).
     pub fn headers(&self, m: &Message<'_>) -> HeaderMap {
         let mut h = HeaderMap::new();
-        let content_type = match m.body.iter().find(|b| !b.is_ascii_whitespace()) {
-            Some(b'{' | b'[') => "application/json",
-            _ => "application/octet-stream",
-        };
-        h.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static(content_type),
-        );
+        if let Ok(content_type) = HeaderValue::from_str(m.content_type()) {
+            h.insert(http::header::CONTENT_TYPE, content_type);
+        }
         for (name, value) in &self.settings.headers {
             h.insert(name.clone(), value.clone());
         }
@@ -605,6 +601,7 @@ mod tests {
             provider_event_id: "evt_1",
             event_type: None,
             body,
+            content_type: None,
             timestamp: 1_700_000_000,
         }
     }

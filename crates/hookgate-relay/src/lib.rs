@@ -14,10 +14,12 @@
 //! - [`http`]: POST with the provider's original bytes, re-signed with Standard Webhooks.
 //! - [`nats`]: JetStream publish with an explicit duplicate window.
 //! - [`subject`]: subject templates with sanitised tokens.
+//! - [`transform`]: a destination's jq program, sandboxed and bounded.
 
 pub mod http;
 pub mod nats;
 pub mod subject;
+pub mod transform;
 
 use std::fmt;
 use std::time::Duration;
@@ -33,8 +35,11 @@ pub struct Message<'a> {
     pub endpoint_id: &'a str,
     pub provider_event_id: &'a str,
     pub event_type: Option<&'a str>,
-    /// The provider's original bytes, as verified.
+    /// The provider's original bytes, as verified, or the destination's transform of them.
     pub body: &'a [u8],
+    /// The body's media type when a transform made it; `None`: the provider's bytes, typed by
+    /// [`Message::content_type`].
+    pub content_type: Option<&'a str>,
     /// Unix seconds of this attempt (signed into `webhook-timestamp`).
     pub timestamp: i64,
 }
@@ -47,6 +52,20 @@ impl fmt::Debug for Message<'_> {
             .field("endpoint_id", &self.endpoint_id)
             .field("body_len", &self.body.len())
             .finish_non_exhaustive()
+    }
+}
+
+impl Message<'_> {
+    /// The `Content-Type` to send: the transform's, else `application/json` for a body that
+    /// is a JSON object or array and `application/octet-stream` for anything else.
+    pub fn content_type(&self) -> &str {
+        if let Some(content_type) = self.content_type {
+            return content_type;
+        }
+        match self.body.iter().find(|b| !b.is_ascii_whitespace()) {
+            Some(b'{' | b'[') => "application/json",
+            _ => "application/octet-stream",
+        }
     }
 }
 

@@ -134,6 +134,7 @@ impl NatsDestination {
             "X-Hookgate-Event-Type",
             header_safe(m.event_type.unwrap_or("")).as_str(),
         );
+        headers.insert("Content-Type", m.content_type());
         let ack = self
             .js
             .publish_with_headers(subject, headers, bytes::Bytes::copy_from_slice(m.body))

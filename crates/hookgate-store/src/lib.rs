@@ -29,7 +29,7 @@
 
 use std::fmt;
 
-use hookgate_core::{InboxStatus, Outcome};
+use hookgate_core::{EventSource, InboxStatus, Outcome};
 
 mod admission;
 pub mod jobs;
@@ -59,8 +59,8 @@ pub use open::{OpenOptions, open};
 pub use operator::{EventQuery, NewAudit, OperationResult, PageKey, Redelivery};
 pub use outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 pub use processing::{
-    BusinessChange, FailedAttempt, HandlerOutput, LeaseRequest, PaymentState, ProcessingError,
-    ProcessingResult,
+    BusinessChange, FailedAttempt, HandlerOutput, HeldEvent, LeaseRequest, PaymentState,
+    ProcessingError, ProcessingResult, ReleaseRequest,
 };
 pub use reconcile::{
     Checkpoint, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
@@ -102,6 +102,12 @@ pub struct NewInboxRow {
     pub matched_secret_version: String,
     /// `Received` for events to process, `Ignored` for types not allowed on the endpoint.
     pub status: InboxStatus,
+    /// `Webhook` for what arrived signed; `Reconciled` for what reconciliation found through
+    /// the provider's API.
+    pub source: EventSource,
+    /// The provider's API version stamp, where its pack says to read it (`api_version` in
+    /// the pack); what an endpoint's `api_versions` pin is checked against at processing.
+    pub api_version: Option<String>,
     /// For packs whose id and timestamp are both unsigned (`replay_defence = "body_digest"`):
     /// the keyed digest of the verified body; `None` for every other pack.
     pub replay_digest: Option<ReplayDigest>,
@@ -200,6 +206,13 @@ pub struct InboxRecord {
     /// When the sealed payload was removed; `None` while it is stored. Stored state, set in
     /// the transaction that deletes the payload (never derived from the clock).
     pub payload_purged_at_ms: Option<i64>,
+    pub source: EventSource,
+    pub api_version: Option<String>,
+    /// Why the row is `HELD` (cleared when it is released).
+    pub held_reason: Option<String>,
+    /// When an operator last released the row from `HELD` (`hookgate events release`): a
+    /// released row is processed without the hold's check again.
+    pub released_at_ms: Option<i64>,
 }
 
 impl InboxRecord {
@@ -236,6 +249,8 @@ pub struct Backlog {
     pub oldest_pending_at_ms: Option<i64>,
     /// Deliveries that `FAILED`.
     pub outbox_failed: u64,
+    /// Inbox rows set aside for an operator (`HELD`).
+    pub held: u64,
 }
 
 /// Filter for listing events (operator CLI, tests, benchmark verification).

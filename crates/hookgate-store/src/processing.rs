@@ -84,6 +84,33 @@ impl FailedAttempt {
     }
 }
 
+/// A leased row set aside for an operator (`HELD`), by
+/// [`crate::ProcessingStore::hold_event`], fenced like a completion.
+#[derive(Debug, Clone)]
+pub struct HeldEvent {
+    pub inbox_id: String,
+    pub owner: String,
+    pub now_ms: i64,
+    /// Why, for operators (`held_reason`): no payload bytes, no secrets; bounded by the store.
+    pub reason: String,
+}
+
+impl HeldEvent {
+    /// The reason as stored: at most [`MAX_LAST_ERROR_CHARS`] characters.
+    pub fn stored_reason(&self) -> String {
+        bounded(&self.reason, MAX_LAST_ERROR_CHARS)
+    }
+}
+
+/// Which `HELD` rows an operator releases ([`crate::ProcessingStore::release_held`]): all of
+/// them, one endpoint's, or one event.
+#[derive(Debug, Clone, Default)]
+pub struct ReleaseRequest {
+    pub endpoint_id: Option<String>,
+    pub inbox_id: Option<String>,
+    pub now_ms: i64,
+}
+
 /// What to lease (see [`crate::ProcessingStore::lease`]): up to `limit` due rows for `owner`, until
 /// `now_ms + lease_ms`.
 #[derive(Debug, Clone, Copy)]

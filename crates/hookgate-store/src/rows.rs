@@ -5,7 +5,7 @@
 //! status and outcome names, range checks — is here, so the two backends cannot drift apart.
 //! A value this build cannot read is [`StoreError::Corrupt`].
 
-use hookgate_core::{InboxStatus, OutboxStatus, Outcome};
+use hookgate_core::{EventSource, InboxStatus, OutboxStatus, Outcome};
 
 use crate::outbox::OutboxRecord;
 use crate::{Backlog, InboxRecord, StoreError};
@@ -74,7 +74,7 @@ fn corrupt(msg: String) -> StoreError {
 
 /// The inbox columns in the order [`inbox_record`] reads them; `payload` is the sealed
 /// payload (SQLite keeps it in `inbox_payload`, so each backend says where it comes from).
-pub(crate) const INBOX_COLUMNS: [&str; 20] = [
+pub(crate) const INBOX_COLUMNS: [&str; 24] = [
     "inbox_id",
     "provider",
     "endpoint_id",
@@ -95,6 +95,10 @@ pub(crate) const INBOX_COLUMNS: [&str; 20] = [
     "last_error",
     "processed_at",
     "payload_purged_at",
+    "source",
+    "api_version",
+    "held_reason",
+    "released_at",
 ];
 
 /// [`INBOX_COLUMNS`] as a select list: each column through `column` (a table prefix, or
@@ -140,6 +144,13 @@ pub(crate) fn inbox_record(r: &impl Columns) -> Result<InboxRecord, StoreError> 
         last_error: r.opt_text(17)?,
         processed_at_ms: r.opt_int(18)?,
         payload_purged_at_ms: r.opt_int(19)?,
+        source: r
+            .text(20)?
+            .parse::<EventSource>()
+            .map_err(|_| corrupt("inbox row has an unknown source".into()))?,
+        api_version: r.opt_text(21)?,
+        held_reason: r.opt_text(22)?,
+        released_at_ms: r.opt_int(23)?,
     })
 }
 
@@ -175,6 +186,7 @@ pub(crate) fn backlog(r: &impl Columns) -> Result<Backlog, StoreError> {
         outbox_pending: r.count(3)?,
         oldest_pending_at_ms: r.opt_int(4)?,
         outbox_failed: r.count(5)?,
+        held: r.count(6)?,
     })
 }
 
@@ -203,6 +215,6 @@ mod tests {
     fn the_select_list_follows_the_record_order() {
         let list = inbox_select_list(|c| format!("i.{c}"));
         assert!(list.starts_with("i.inbox_id, i.provider,"));
-        assert!(list.ends_with("i.payload_purged_at"));
+        assert!(list.ends_with("i.released_at"));
     }
 }

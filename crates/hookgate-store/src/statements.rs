@@ -81,10 +81,31 @@ pub(crate) static RETRY_EVENT: Statement = Statement::new(
      WHERE inbox_id = $1 AND status = 'FAILED' AND payload_purged_at IS NULL",
 );
 
-/// `PENDING → DELIVERED`, fenced on the lease. Parameters: outbox id, owner, now (ms).
+/// A leased row set aside for an operator: `RECEIVED → HELD`, fenced on the lease, lease
+/// released and nothing due. Parameters: inbox id, owner, now (ms), reason.
+pub(crate) static HOLD_EVENT: Statement = Statement::new(
+    "UPDATE inbox SET status = 'HELD', held_reason = $4, next_attempt_at = NULL, \
+         lease_owner = NULL, lease_until = NULL \
+     WHERE inbox_id = $1 AND status = 'RECEIVED' AND lease_owner = $2 AND lease_until > $3",
+);
+
+/// An operator's release: `HELD → RECEIVED`, due now, attempts reset, `released_at` stamped
+/// (processing does not hold a released row again). Rows whose payload was purged stay held:
+/// there is nothing left to process. Parameters: endpoint id or NULL, inbox id or NULL,
+/// now (ms).
+pub(crate) static RELEASE_HELD: Statement = Statement::new(
+    "UPDATE inbox SET status = 'RECEIVED', held_reason = NULL, released_at = $3, \
+         next_attempt_at = $3, attempt_count = 0, lease_owner = NULL, lease_until = NULL \
+     WHERE status = 'HELD' AND payload_purged_at IS NULL \
+       AND (CAST($1 AS TEXT) IS NULL OR endpoint_id = $1) \
+       AND (CAST($2 AS TEXT) IS NULL OR inbox_id = $2)",
+);
+
+/// `PENDING → DELIVERED`, fenced on the lease. Parameters: outbox id, owner, now (ms), a note
+/// kept as `last_error` (NULL for a plain delivery; a skipped one says why).
 pub(crate) static MARK_DELIVERED: Statement = Statement::new(
     "UPDATE outbox SET status = 'DELIVERED', delivered_at = $3, \
-         next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, last_error = NULL \
+         next_attempt_at = NULL, lease_owner = NULL, lease_until = NULL, last_error = $4 \
      WHERE outbox_id = $1 AND status = 'PENDING' \
        AND lease_owner = $2 AND lease_until > $3",
 );
@@ -115,7 +136,8 @@ pub(crate) static BACKLOG: Statement = Statement::new(
      (SELECT count(*) FROM inbox WHERE status = 'FAILED'), \
      (SELECT count(*) FROM outbox WHERE status = 'PENDING'), \
      (SELECT min(created_at) FROM outbox WHERE status = 'PENDING'), \
-     (SELECT count(*) FROM outbox WHERE status = 'FAILED')",
+     (SELECT count(*) FROM outbox WHERE status = 'FAILED'), \
+     (SELECT count(*) FROM inbox WHERE status = 'HELD')",
 );
 
 pub(crate) static COUNT_INBOX: Statement = Statement::new("SELECT count(*) FROM inbox");

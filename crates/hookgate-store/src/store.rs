@@ -28,7 +28,8 @@ use crate::keys::PayloadKeyStore;
 use crate::operator::{EventQuery, NewAudit, OperationResult, Redelivery};
 use crate::outbox::{FailedDelivery, LeasedDelivery, OutboxRecord};
 use crate::processing::{
-    FailedAttempt, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+    FailedAttempt, HeldEvent, LeaseRequest, PaymentState, ProcessingError, ProcessingResult,
+    ReleaseRequest,
 };
 use crate::reconcile::{
     Checkpoint, FindingBatch, FindingQuery, FindingRecord, FoundEvent, MarkerKey, MissingScan,
@@ -125,6 +126,15 @@ pub trait ProcessingStore: Send + Sync {
     /// Operator retry: a `FAILED` row becomes `RECEIVED`, due at `now_ms`, attempts reset.
     /// `false` when the row does not exist, is not `FAILED`, or its payload was purged.
     async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// Sets a leased row aside for an operator: `HELD` with its reason, lease released,
+    /// fenced like [`ProcessingStore::complete_all`] ([`ProcessingError::LeaseLost`] writes
+    /// nothing).
+    async fn hold_event(&self, held: HeldEvent) -> Result<(), ProcessingError>;
+
+    /// Operator release: the `HELD` rows the request selects (whose payload is stored) become
+    /// `RECEIVED`, due at `now_ms`, attempts reset, `released_at = now_ms`; how many.
+    async fn release_held(&self, request: ReleaseRequest) -> Result<u64, StoreError>;
 }
 
 /// The relay's view of the outbox (see [`crate::outbox`]). The operator's
@@ -147,11 +157,14 @@ pub trait OutboxStore: Send + Sync {
     ) -> Result<Vec<LeasedDelivery>, StoreError>;
 
     /// `PENDING → DELIVERED`, fenced on the lease; [`ProcessingError::LeaseLost`] otherwise.
+    /// `note` is stored as `last_error` (bounded): `None` for a delivery that was sent, the
+    /// reason for one that was settled without sending (a transform's `null`).
     async fn mark_delivered(
         &self,
         outbox_id: &str,
         owner: &str,
         now_ms: i64,
+        note: Option<&str>,
     ) -> Result<(), ProcessingError>;
 
     /// Reschedules (`PENDING`, due at `retry_at_ms`) or fails (`FAILED`) a delivery, fenced on

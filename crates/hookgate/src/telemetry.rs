@@ -53,6 +53,9 @@ pub const ADMIN_API_AUDITED: &str = "hookgate_admin_api_audited_total";
 pub const PROCESSING_RETRIES: &str = "hookgate_processing_retries_total";
 pub const PROCESSING_COMMIT_LATENCY: &str = "hookgate_processing_commit_latency_seconds";
 pub const DELIVERY_COMMIT_LATENCY: &str = "hookgate_delivery_commit_latency_seconds";
+pub const EVENTS_HELD: &str = "hookgate_events_held";
+pub const DESTINATION_FILTERED: &str = "hookgate_destination_filtered_total";
+pub const TRANSFORM_SKIPPED: &str = "hookgate_transform_skipped_total";
 pub const RECONCILE_FINDINGS: &str = "hookgate_reconcile_findings_total";
 pub const RECONCILE_RUNS: &str = "hookgate_reconcile_runs_total";
 pub const RECONCILED: &str = "hookgate_reconciled_total";
@@ -185,6 +188,7 @@ pub fn backlog_observed(b: &hookgate_store::Backlog, now_ms: i64) {
     gauge!(OUTBOX_PENDING).set(b.outbox_pending as f64);
     gauge!(OUTBOX_OLDEST_AGE).set(age(b.oldest_pending_at_ms));
     gauge!(OUTBOX_FAILED).set(b.outbox_failed as f64);
+    gauge!(EVENTS_HELD).set(b.held as f64);
     // The failure counter exists from the first scrape, so `rate()` sees its first failure.
     counter!(BACKLOG_PROBE_FAILURES).increment(0);
 }
@@ -225,6 +229,29 @@ pub fn backlog_unavailable() {
 pub fn event_processed(inbox_id: &str, endpoint: &str, outcome: hookgate_core::Outcome) {
     tracing::debug!(inbox_id, endpoint, %outcome, "event processed");
     counter!(EVENTS_PROCESSED, "outcome" => outcome.as_str()).increment(1);
+}
+
+/// A leased row was set aside for an operator (`HELD`); `hookgate_events_held` counts what
+/// is held at each scrape.
+pub fn event_held(inbox_id: &str, endpoint: &str, reason: &str) {
+    tracing::warn!(
+        inbox_id,
+        endpoint,
+        reason,
+        "event held for an operator; `hookgate events release` processes it"
+    );
+}
+
+/// A processed event got no outbox row for `destination`: its filter did not match.
+pub fn destination_filtered(inbox_id: &str, destination: &str) {
+    tracing::debug!(inbox_id, destination, "filtered out for the destination");
+    counter!(DESTINATION_FILTERED, "destination" => destination.to_owned()).increment(1);
+}
+
+/// A delivery was settled `DELIVERED` without sending: the destination's transform gave `null`.
+pub fn transform_skipped(inbox_id: &str, destination: &str) {
+    tracing::debug!(inbox_id, destination, "skipped: transform output null");
+    counter!(TRANSFORM_SKIPPED, "destination" => destination.to_owned()).increment(1);
 }
 
 /// A leased row was delivered and marked `DELIVERED`.

@@ -19,6 +19,11 @@ impl Pack {
     pub fn notes(&self) -> Option<&str> {
         self.notes.as_deref()
     }
+    /// Whether the provider stamps an API version this pack reads (`api_version` locations):
+    /// only then can an endpoint pin `api_versions`.
+    pub fn reads_api_version(&self) -> bool {
+        !self.api_version.is_empty()
+    }
     /// The options this pack reads from an endpoint's `options`.
     pub fn options(&self) -> &[OptionRule] {
         &self.options

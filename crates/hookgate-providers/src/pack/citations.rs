@@ -92,6 +92,9 @@ pub(crate) fn check_citations(
     if spec.redelivery_horizon_seconds.is_some() {
         facts.push("redelivery_horizon");
     }
+    if !spec.api_version.is_empty() {
+        facts.push("api_version");
+    }
     for (key, _) in citations.entries() {
         if !facts.contains(&key) {
             return Err(paths.err(

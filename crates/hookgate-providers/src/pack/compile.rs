@@ -418,11 +418,13 @@ impl PackSpec {
         let object_id = locations(paths, "object_id", &self.object_id)?;
         let object_version = locations(paths, "object_version", &self.object_version)?;
         let created_at = locations(paths, "created_at", &self.created_at)?;
+        let api_version = locations(paths, "api_version", &self.api_version)?;
         let replay_key = locations(paths, "replay_key", &self.replay_key)?;
         for (field, locs) in [
             ("object_id", &object_id),
             ("object_version", &object_version),
             ("created_at", &created_at),
+            ("api_version", &api_version),
             ("replay_key", &replay_key),
         ] {
             if locs
@@ -590,6 +592,7 @@ impl PackSpec {
             object_id,
             object_version,
             created_at,
+            api_version,
             handshakes,
             require_body: self.require_body,
             form_payload_field,

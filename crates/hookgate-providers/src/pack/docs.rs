@@ -119,6 +119,7 @@ impl Pack {
             &self.object_id,
             &self.object_version,
             &self.created_at,
+            &self.api_version,
         ] {
             out.extend(l.iter().copied());
         }

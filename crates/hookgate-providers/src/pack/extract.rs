@@ -151,6 +151,7 @@ impl Pack {
             object_id: self.text_at(&self.object_id, headers, json)?,
             object_version,
             created_at,
+            api_version: self.text_at(&self.api_version, headers, json)?,
         })
     }
 

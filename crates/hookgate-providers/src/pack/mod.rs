@@ -98,7 +98,8 @@
 //!   the scheme covers), `retries_keep_id` (`yes` | `no` | `unknown`), `fallback`
 //!   (`signature`: without an id, `sig:` + the verified signature in hex; with an empty `from`
 //!   the signature is the only identity, for providers that send none).
-//! - `event_type` (`from`, `signed`), `object_id`, `object_version`, `created_at`: locations,
+//! - `event_type` (`from`, `signed`), `object_id`, `object_version`, `created_at`,
+//!   `api_version` (the API version stamp an endpoint's `api_versions` pin checks): locations,
 //!   the first present wins (for a batch: inside each item).
 //! - `batch`: `items` (pointer of the array, `""` = the body) and `item` (pointer inside each
 //!   element): one event per item, all or nothing.
@@ -606,6 +607,7 @@ pub struct Pack {
     object_id: Vec<Location>,
     object_version: Vec<Location>,
     created_at: Vec<Location>,
+    api_version: Vec<Location>,
     handshakes: Vec<HandshakeRule>,
     require_body: bool,
     form_payload_field: Option<&'static str>,

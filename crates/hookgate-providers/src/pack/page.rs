@@ -53,6 +53,7 @@ impl Pack {
             ("object id", &self.object_id),
             ("version", &self.object_version),
             ("created", &self.created_at),
+            ("API version", &self.api_version),
         ]
         .iter()
         .filter_map(|(label, l)| locations_text(l).map(|t| format!("{label} = {t}")))

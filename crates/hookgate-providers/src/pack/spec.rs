@@ -48,6 +48,9 @@ pub struct PackSpec {
     pub object_version: Vec<String>,
     #[serde(default)]
     pub created_at: Vec<String>,
+    /// Where the provider stamps the API version the payload was written in.
+    #[serde(default)]
+    pub api_version: Vec<String>,
     #[serde(default)]
     pub handshakes: Vec<HandshakeSpec>,
     /// Refuse an empty body (400 `missing_body`) before any HMAC.
@@ -107,6 +110,8 @@ pub struct CitationsSpec {
     pub redelivery_horizon: Option<String>,
     #[serde(default)]
     pub content_types: Option<String>,
+    #[serde(default)]
+    pub api_version: Option<String>,
 }
 
 impl CitationsSpec {
@@ -119,6 +124,7 @@ impl CitationsSpec {
         "handshake",
         "redelivery_horizon",
         "content_types",
+        "api_version",
     ];
 
     /// `(key, value)` of every citation given, in [`Self::KEYS`] order.
@@ -131,6 +137,7 @@ impl CitationsSpec {
             &self.handshake,
             &self.redelivery_horizon,
             &self.content_types,
+            &self.api_version,
         ]
         .into_iter()
         .zip(Self::KEYS)

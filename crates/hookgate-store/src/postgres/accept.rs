@@ -41,18 +41,18 @@ const INSERT_SQL: &str = "\
 INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
                    object_version, provider_created_at, received_at, payload,
                    payload_key_version, payload_digest, matched_secret_version, status,
-                   next_attempt_at)
+                   next_attempt_at, source, api_version)
 SELECT inbox_id, provider, endpoint_id, provider_event_id, event_type, object_id,
        object_version, provider_created_at, received_at, payload,
        payload_key_version, payload_digest, matched_secret_version, status,
-       CASE WHEN status = 'RECEIVED' THEN received_at END
+       CASE WHEN status = 'RECEIVED' THEN received_at END, source, api_version
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::int8[], $8::int8[], $9::int8[], $10::bytea[],
-            $11::int8[], $12::bytea[], $13::text[], $14::text[])
+            $11::int8[], $12::bytea[], $13::text[], $14::text[], $15::text[], $16::text[])
      WITH ORDINALITY AS t(inbox_id, provider, endpoint_id, provider_event_id, event_type,
                           object_id, object_version, provider_created_at, received_at, payload,
                           payload_key_version, payload_digest, matched_secret_version, status,
-                          ord)
+                          source, api_version, ord)
 ORDER BY ord
 ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING
 RETURNING provider, endpoint_id, provider_event_id";
@@ -269,6 +269,8 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
         .map(|r| r.matched_secret_version.as_str())
         .collect();
     let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
+    let sources: Vec<&str> = rows.iter().map(|r| r.source.as_str()).collect();
+    let api_versions: Vec<Option<&str>> = rows.iter().map(|r| r.api_version.as_deref()).collect();
 
     let inserted = tx
         .query(
@@ -288,6 +290,8 @@ async fn insert_in(tx: &Transaction<'_>, rows: &[&NewInboxRow]) -> Result<Vec<Ac
                 &digests,
                 &secret_versions,
                 &statuses,
+                &sources,
+                &api_versions,
             ],
         )
         .await?;

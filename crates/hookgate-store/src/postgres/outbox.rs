@@ -7,6 +7,7 @@
 //! and serialization failures retry the whole transaction.
 
 use deadpool_postgres::Transaction;
+use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, bounded};
 use tokio_postgres::Row;
 
 use super::PostgresStore;
@@ -32,6 +33,7 @@ enum Op<'r> {
         outbox_id: &'r str,
         owner: &'r str,
         now_ms: i64,
+        note: Option<String>,
     },
     Fail(&'r FailedDelivery),
     Retry {
@@ -104,9 +106,10 @@ async fn run_op(tx: &Transaction<'_>, op: &Op<'_>) -> Result<Done, Failed> {
             outbox_id,
             owner,
             now_ms,
+            note,
         } => {
             let stmt = tx.prepare_cached(MARK_DELIVERED.postgres()).await?;
-            if tx.execute(&stmt, &[outbox_id, owner, now_ms]).await? == 0 {
+            if tx.execute(&stmt, &[outbox_id, owner, now_ms, note]).await? == 0 {
                 return Err(Failed::LeaseLost);
             }
             Ok(Done::Count(1))
@@ -182,11 +185,14 @@ impl OutboxStore for PostgresStore {
         outbox_id: &str,
         owner: &str,
         now_ms: i64,
+        note: Option<&str>,
     ) -> Result<(), ProcessingError> {
+        let note = note.map(|n| bounded(n, MAX_LAST_ERROR_CHARS));
         let op = Op::Delivered {
             outbox_id,
             owner,
             now_ms,
+            note,
         };
         with_transaction(&self.pool, self.options.request_timeout, &op)
             .await

@@ -17,10 +17,13 @@ use super::error::Failure;
 use super::tx::{Failed, RetryableWrite, with_transaction};
 use super::{PostgresStore, payments};
 use crate::lease::LeasedTable;
-use crate::processing::{FailedAttempt, LeaseRequest, ProcessingError, ProcessingResult};
+use crate::processing::{
+    FailedAttempt, HeldEvent, LeaseRequest, ProcessingError, ProcessingResult, ReleaseRequest,
+};
 use crate::rows::{inbox_record, inbox_select_list};
 use crate::statements::{
-    COMPLETE_FENCE, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RETRY_EVENT, VERSION_GATE,
+    COMPLETE_FENCE, HOLD_EVENT, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RELEASE_HELD,
+    RETRY_EVENT, VERSION_GATE,
 };
 use crate::{InboxRecord, ProcessingStore, StoreError};
 
@@ -61,6 +64,27 @@ impl ProcessingStore for PostgresStore {
         .map_err(Failed::into_processing_error)
     }
 
+    async fn hold_event(&self, held: HeldEvent) -> Result<(), ProcessingError> {
+        with_transaction(&self.pool, self.options.request_timeout, &Op::Hold(&held))
+            .await
+            .map(|_| ())
+            .map_err(Failed::into_processing_error)
+    }
+
+    async fn release_held(&self, request: ReleaseRequest) -> Result<u64, StoreError> {
+        match with_transaction(
+            &self.pool,
+            self.options.request_timeout,
+            &Op::Release(&request),
+        )
+        .await
+        .map_err(Failed::into_store_error)?
+        {
+            Done::Count(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+
     async fn retry_event(&self, inbox_id: &str, now_ms: i64) -> Result<bool, StoreError> {
         let op = Op::Retry { inbox_id, now_ms };
         match with_transaction(&self.pool, self.options.request_timeout, &op)
@@ -84,6 +108,8 @@ enum Op<'r> {
         inbox_id: &'r str,
         now_ms: i64,
     },
+    Hold(&'r HeldEvent),
+    Release(&'r ReleaseRequest),
 }
 
 enum Done {
@@ -92,6 +118,7 @@ enum Done {
     Outcomes(Vec<Option<Outcome>>),
     Unit,
     Flag(bool),
+    Count(u64),
 }
 
 impl RetryableWrite for Op<'_> {
@@ -125,6 +152,24 @@ impl RetryableWrite for Op<'_> {
                 Done::Unit
             }
             Op::Retry { inbox_id, now_ms } => Done::Flag(retry_in(tx, inbox_id, *now_ms).await?),
+            Op::Hold(h) => {
+                let stmt = tx.prepare_cached(HOLD_EVENT.postgres()).await?;
+                let reason = h.stored_reason();
+                let n = tx
+                    .execute(&stmt, &[&h.inbox_id, &h.owner, &h.now_ms, &reason])
+                    .await?;
+                if n != 1 {
+                    return Err(Failed::LeaseLost);
+                }
+                Done::Unit
+            }
+            Op::Release(r) => {
+                let stmt = tx.prepare_cached(RELEASE_HELD.postgres()).await?;
+                Done::Count(
+                    tx.execute(&stmt, &[&r.endpoint_id, &r.inbox_id, &r.now_ms])
+                        .await?,
+                )
+            }
         })
     }
 }

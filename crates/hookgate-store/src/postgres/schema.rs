@@ -51,6 +51,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../migrations/postgres/0011_jobs_and_rejections.sql"),
     ),
     (
+        12,
+        include_str!("../../migrations/postgres/0012_held_and_source.sql"),
+    ),
+    (
         13,
         include_str!("../../migrations/postgres/0013_reconcile.sql"),
     ),

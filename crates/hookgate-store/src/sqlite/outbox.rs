@@ -12,6 +12,7 @@ use crate::outbox::{FailedDelivery, LeasedDelivery};
 use crate::rows::{OUTBOX_COLUMNS, outbox_record};
 use crate::statements::{MARK_DELIVERED, RETRY_DELIVERIES};
 use crate::{OutboxStore, ProcessingError, StoreError};
+use hookgate_core::retry::{MAX_LAST_ERROR_CHARS, bounded};
 
 #[async_trait::async_trait]
 impl OutboxStore for SqliteStore {
@@ -74,12 +75,14 @@ impl OutboxStore for SqliteStore {
         outbox_id: &str,
         owner: &str,
         now_ms: i64,
+        note: Option<&str>,
     ) -> Result<(), ProcessingError> {
         let (outbox_id, owner) = (outbox_id.to_owned(), owner.to_owned());
+        let note = note.map(|n| bounded(n, MAX_LAST_ERROR_CHARS));
         self.write(move |tx| {
             let n = tx
                 .prepare_cached(MARK_DELIVERED.sqlite())?
-                .execute(rusqlite::params![outbox_id, owner, now_ms])?;
+                .execute(rusqlite::params![outbox_id, owner, now_ms, note])?;
             if n == 0 {
                 return Err(Failed::LeaseLost);
             }

@@ -13,9 +13,12 @@ use super::command::{Failed, fail_leased};
 use super::read::{RETURNING_COLUMNS, RETURNING_COLUMNS_WITHOUT_PAYLOAD, record};
 use super::{SqliteStore, payments};
 use crate::lease::LeasedTable;
-use crate::processing::{FailedAttempt, LeaseRequest, ProcessingError, ProcessingResult};
+use crate::processing::{
+    FailedAttempt, HeldEvent, LeaseRequest, ProcessingError, ProcessingResult, ReleaseRequest,
+};
 use crate::statements::{
-    COMPLETE_FENCE, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RETRY_EVENT, VERSION_GATE,
+    COMPLETE_FENCE, HOLD_EVENT, MARK_PROCESSED, OUTBOX_INSERT, PROCESSED_MARKER, RELEASE_HELD,
+    RETRY_EVENT, VERSION_GATE,
 };
 use crate::{InboxRecord, ProcessingStore, StoreError};
 
@@ -124,6 +127,40 @@ impl ProcessingStore for SqliteStore {
                 .prepare_cached(RETRY_EVENT.sqlite())?
                 .execute(rusqlite::params![inbox_id, now_ms])?;
             Ok(n == 1)
+        })
+        .await
+        .map_err(ProcessingError::into_store_error)
+    }
+
+    async fn hold_event(&self, held: HeldEvent) -> Result<(), ProcessingError> {
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached(HOLD_EVENT.sqlite())?
+                .execute(rusqlite::params![
+                    held.inbox_id,
+                    held.owner,
+                    held.now_ms,
+                    held.stored_reason(),
+                ])?;
+            if n == 1 {
+                Ok(())
+            } else {
+                Err(Failed::LeaseLost)
+            }
+        })
+        .await
+    }
+
+    async fn release_held(&self, request: ReleaseRequest) -> Result<u64, StoreError> {
+        self.write(move |tx| {
+            let n = tx
+                .prepare_cached(RELEASE_HELD.sqlite())?
+                .execute(rusqlite::params![
+                    request.endpoint_id,
+                    request.inbox_id,
+                    request.now_ms,
+                ])?;
+            Ok(n as u64)
         })
         .await
         .map_err(ProcessingError::into_store_error)

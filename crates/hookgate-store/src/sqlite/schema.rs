@@ -47,6 +47,10 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../migrations/sqlite/0010_jobs_and_rejections.sql"),
     ),
     (
+        11,
+        include_str!("../../migrations/sqlite/0011_held_and_source.sql"),
+    ),
+    (
         12,
         include_str!("../../migrations/sqlite/0012_reconcile.sql"),
     ),
@@ -63,7 +67,28 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<Vec<i64>, StoreError> {
 }
 
 /// Brings the database up to `target` (tests build older schemas with it, to test upgrades).
+///
+/// Foreign keys are off while migrations run (a migration that rebuilds a referenced table,
+/// as 11 does the inbox, could not drop it otherwise; the pragma is a no-op inside a
+/// transaction, so it is set around it), and `PRAGMA foreign_key_check` must come back empty
+/// before the transaction commits. They are on again afterwards whatever happened.
 fn migrate_to(conn: &mut Connection, target: i64) -> Result<Vec<i64>, StoreError> {
+    let foreign_keys: i64 = conn
+        .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+        .map_err(from_sqlite)?;
+    conn.pragma_update(None, "foreign_keys", "OFF")
+        .map_err(from_sqlite)?;
+    let result = migrate_in_transaction(conn, target);
+    conn.pragma_update(
+        None,
+        "foreign_keys",
+        if foreign_keys == 1 { "ON" } else { "OFF" },
+    )
+    .map_err(from_sqlite)?;
+    result
+}
+
+fn migrate_in_transaction(conn: &mut Connection, target: i64) -> Result<Vec<i64>, StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(from_sqlite)?;
@@ -97,6 +122,16 @@ fn migrate_to(conn: &mut Connection, target: i64) -> Result<Vec<i64>, StoreError
         .map_err(from_sqlite)?;
         applied.push(*version);
     }
+    let dangling: i64 = tx
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .map_err(from_sqlite)?;
+    if dangling > 0 {
+        return Err(StoreError::Config(format!(
+            "migration left {dangling} rows referencing missing rows; nothing was committed"
+        )));
+    }
     tx.commit().map_err(from_sqlite)?;
     if !applied.is_empty() {
         tracing::info!(versions = ?applied, "sqlite schema migrated");
@@ -119,7 +154,7 @@ mod tests {
         let mut conn = Connection::open_in_memory().unwrap();
         assert_eq!(
             migrate(&mut conn).unwrap(),
-            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12]
+            vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
         );
         assert!(migrate(&mut conn).unwrap().is_empty());
         let n: i64 = conn
@@ -340,6 +375,8 @@ mod tests {
             payload_digest: vec![0; 32],
             matched_secret_version: "v1".into(),
             status: InboxStatus::Received,
+            source: hookgate_core::EventSource::Webhook,
+            api_version: None,
             replay_digest: Some(ReplayDigest {
                 digest: [4; 32],
                 window_ms: 60_000,
@@ -476,5 +513,153 @@ mod tests {
         conn.execute("INSERT INTO schema_migrations VALUES (999, 0)", [])
             .unwrap();
         assert!(matches!(migrate(&mut conn), Err(StoreError::Config(_))));
+    }
+
+    /// A database written at schema version 10 (the previous release) opens at version 11:
+    /// the inbox is rebuilt (HELD allowed, `source` and `api_version` added) with every row,
+    /// payload and delivery intact, foreign keys still enforced against the new table, and
+    /// the connection's foreign keys on again after the migration.
+    #[tokio::test]
+    async fn version_10_database_upgrades_to_11_with_held_and_source() {
+        use crate::{
+            GroupCommitOptions, HeldEvent, InboxStore, InspectStore, LeaseRequest, ProcessingStore,
+            ReleaseRequest, SqliteStore,
+        };
+        use hookgate_core::{EventSource, InboxStatus};
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v10.db");
+        {
+            let mut conn = super::super::open_write_connection(&path).unwrap();
+            assert_eq!(
+                migrate_to(&mut conn, 10).unwrap(),
+                vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+            );
+            for (id, status, due) in [("done", "PROCESSED", None), ("todo", "RECEIVED", Some(5))] {
+                conn.execute(
+                    "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
+                         event_type, received_at, payload_key_version, payload_digest, \
+                         matched_secret_version, status, next_attempt_at, lease_seq) \
+                     VALUES (?1, 'stripe', 'ep', ?1, 'charge.succeeded', 1000, 2, x'0102', \
+                         'v1', ?2, ?3, 7)",
+                    rusqlite::params![id, status, due],
+                )
+                .unwrap();
+                conn.execute(
+                    "INSERT INTO inbox_payload (inbox_id, payload) VALUES (?1, ?2)",
+                    rusqlite::params![id, format!("sealed {id}").as_bytes()],
+                )
+                .unwrap();
+            }
+            conn.execute(
+                "INSERT INTO outbox (outbox_id, inbox_id, destination, status, created_at, \
+                     next_attempt_at) VALUES ('o1', 'done', 'sink', 'PENDING', 1000, 1000)",
+                [],
+            )
+            .unwrap();
+            let held = conn.execute(
+                "UPDATE inbox SET status = 'HELD' WHERE inbox_id = 'done'",
+                [],
+            );
+            assert!(held.is_err(), "version 10 refuses HELD");
+        }
+
+        let store = SqliteStore::open(&path, GroupCommitOptions::default()).unwrap();
+        let done = store.get_event("done").await.unwrap().unwrap();
+        assert_eq!(done.status, InboxStatus::Processed);
+        assert_eq!(
+            done.source,
+            EventSource::Webhook,
+            "old rows came by webhook"
+        );
+        assert_eq!(done.api_version, None);
+        assert_eq!(done.payload.as_deref(), Some(&b"sealed done"[..]));
+        assert_eq!(done.payload_digest, vec![1, 2]);
+        assert_eq!(done.event_type.as_deref(), Some("charge.succeeded"));
+        let deliveries = store.list_deliveries("done").await.unwrap();
+        assert_eq!(deliveries.len(), 1, "the delivery survived the rebuild");
+        assert_eq!(store.count_inbox().await.unwrap(), 2);
+
+        // HELD now works end to end on the migrated rows: lease, hold, release.
+        let leased = store
+            .lease(LeaseRequest {
+                owner: "w",
+                now_ms: 10,
+                lease_ms: 1000,
+                limit: 10,
+                with_payload: false,
+                endpoints: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(leased.len(), 1);
+        assert_eq!(leased[0].inbox_id, "todo");
+        store
+            .hold_event(HeldEvent {
+                inbox_id: "todo".into(),
+                owner: "w".into(),
+                now_ms: 11,
+                reason: "api version".into(),
+            })
+            .await
+            .unwrap();
+        let todo = store.get_event("todo").await.unwrap().unwrap();
+        assert_eq!(todo.status, InboxStatus::Held);
+        assert_eq!(todo.held_reason.as_deref(), Some("api version"));
+        let released = store
+            .release_held(ReleaseRequest {
+                endpoint_id: Some("ep".into()),
+                inbox_id: None,
+                now_ms: 20,
+            })
+            .await
+            .unwrap();
+        assert_eq!(released, 1);
+        let todo = store.get_event("todo").await.unwrap().unwrap();
+        assert_eq!(todo.status, InboxStatus::Received);
+        assert_eq!(todo.released_at_ms, Some(20));
+        assert_eq!(todo.next_attempt_at_ms, Some(20));
+        assert_eq!(todo.held_reason, None);
+        store.close().await;
+        drop(store);
+
+        let mut conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+        let version: i64 = conn
+            .query_row("SELECT max(version) FROM schema_migrations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(version, latest_version());
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+        let dangling: i64 = conn
+            .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(dangling, 0);
+        // The outbox still references the (rebuilt) inbox: deleting a referenced row fails.
+        assert!(
+            conn.execute("DELETE FROM inbox WHERE inbox_id = 'done'", [])
+                .is_err()
+        );
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'inbox' \
+                 AND sql IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 8, "every index of version 10 is back");
+        // A migration leaves the connection's foreign keys as it found them.
+        assert!(migrate(&mut conn).unwrap().is_empty());
+        let on: i64 = conn
+            .query_row("PRAGMA foreign_keys", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(on, 1);
     }
 }

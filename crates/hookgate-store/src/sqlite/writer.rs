@@ -91,8 +91,9 @@ pub(super) struct Executed {
 
 const INSERT_SQL: &str = "INSERT INTO inbox (inbox_id, provider, endpoint_id, provider_event_id, \
      event_type, object_id, object_version, provider_created_at, received_at, \
-     payload_key_version, payload_digest, matched_secret_version, status, next_attempt_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
+     payload_key_version, payload_digest, matched_secret_version, status, next_attempt_at, \
+     source, api_version) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) \
      ON CONFLICT (provider, endpoint_id, provider_event_id) DO NOTHING";
 
 /// The sealed payload, in its own table (schema version 4) so that status updates of the
@@ -515,6 +516,8 @@ fn insert_one(conn: &Connection, row: &NewInboxRow) -> rusqlite::Result<Acceptan
         row.matched_secret_version,
         row.status.as_str(),
         next_attempt_at,
+        row.source.as_str(),
+        row.api_version,
     ])? == 1;
     if !inserted {
         // The unique key is already taken, possibly by an earlier row of this batch. A key
@@ -594,6 +597,8 @@ mod tests {
             payload_digest: vec![9; 32],
             matched_secret_version: "v1".into(),
             status: InboxStatus::Received,
+            source: hookgate_core::EventSource::Webhook,
+            api_version: None,
             replay_digest: None,
         }
     }

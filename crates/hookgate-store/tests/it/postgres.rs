@@ -21,6 +21,9 @@ use hookgate_testkit::PgTestDb;
 
 /// Contract tests are not about shedding: a loaded CI machine could make rows wait past the
 /// default `max_queue_wait`, so these stores never shed (shedding has its own tests).
+/// The newest PostgreSQL schema version (migrations/postgres): upgrade tests migrate to it.
+const LATEST_POSTGRES: i64 = 13;
+
 async fn store_on(url: &str, mut options: PostgresOptions) -> PostgresStore {
     options.group_commit.max_queue_wait = conformance::NEVER_SHED;
     PostgresStore::connect(url, options).await.expect("connect")
@@ -491,7 +494,7 @@ async fn concurrent_migrations_apply_once() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13]);
+    assert_eq!(versions, (1..=LATEST_POSTGRES).collect::<Vec<i64>>());
     for s in stores {
         s.close().await;
     }
@@ -984,7 +987,7 @@ async fn migration_9_keeps_rows_and_purged_payloads_pin_no_key() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 13, "and on to the latest");
+    assert_eq!(version, LATEST_POSTGRES, "and on to the latest");
     let index: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'inbox_payload_key'",
@@ -1113,7 +1116,7 @@ async fn migration_8_records_payload_state_and_adds_the_audit_log() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions.last(), Some(&13));
+    assert_eq!(versions.last(), Some(&LATEST_POSTGRES));
     store.close().await;
 }
 
@@ -1210,7 +1213,7 @@ async fn migration_10_adds_audit_results_delivery_keys_and_page_indexes() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 13, "and on to the latest");
+    assert!(version >= 11, "migrated past 10 (to {version})");
     let indexes: i64 = client
         .query_one(
             "SELECT count(*) FROM pg_indexes WHERE indexname IN \
@@ -1286,7 +1289,7 @@ async fn migration_11_adds_jobs_and_rejections_to_a_version_10_database() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 13, "and on to the latest");
+    assert!(version >= 11, "migrated past 10 (to {version})");
     assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
     store
         .create_job(NewJob {
@@ -1309,6 +1312,100 @@ async fn migration_11_adds_jobs_and_rejections_to_a_version_10_database() {
         .await
         .unwrap();
     assert!(none.is_empty());
+    store.close().await;
+}
+
+/// A database at schema version 11 (before HELD and `source`) opens at version 12: its rows
+/// read as `webhook`, and a leased row can be held and released.
+#[tokio::test]
+async fn migration_12_adds_held_and_source_to_a_version_11_database() {
+    use hookgate_core::{EventSource, InboxStatus};
+    use hookgate_store::{HeldEvent, LeaseRequest, ReleaseRequest};
+    let db = hookgate_testkit::postgres().await;
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let id = store
+        .accept(row("stripe", "ep", "evt_11"))
+        .await
+        .unwrap()
+        .inbox_id()
+        .to_owned();
+    store.close().await;
+    let client = sql(db.url()).await;
+    // As a version 11 gateway left it.
+    client
+        .batch_execute(
+            "ALTER TABLE inbox DROP CONSTRAINT inbox_status_check; \
+             ALTER TABLE inbox ADD CONSTRAINT inbox_status_check \
+                 CHECK (status IN ('RECEIVED', 'PROCESSED', 'FAILED', 'IGNORED')); \
+             ALTER TABLE inbox DROP COLUMN source, DROP COLUMN api_version, \
+                 DROP COLUMN held_reason, DROP COLUMN released_at; \
+             DELETE FROM schema_migrations WHERE version > 11;",
+        )
+        .await
+        .unwrap();
+    let refused = client
+        .execute(
+            "UPDATE inbox SET status = 'HELD' WHERE inbox_id = $1",
+            &[&id],
+        )
+        .await;
+    assert!(refused.is_err(), "version 11 refuses HELD");
+    let store = store_on(db.url(), PostgresOptions::default()).await;
+    let version: i64 = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(version >= 12, "migrated past 11 (to {version})");
+    let event = store.get_event(&id).await.unwrap().expect("no row lost");
+    assert_eq!(event.source, EventSource::Webhook);
+    let leased = store
+        .lease(LeaseRequest {
+            owner: "w",
+            now_ms: i64::MAX / 4,
+            lease_ms: 1000,
+            limit: 10,
+            with_payload: false,
+            endpoints: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(leased.len(), 1);
+    let hold = |owner: &str| HeldEvent {
+        inbox_id: id.clone(),
+        owner: owner.into(),
+        now_ms: i64::MAX / 4 + 1,
+        reason: "api version \"2023-10-16\" is not pinned".into(),
+    };
+    assert!(
+        store.hold_event(hold("another")).await.is_err(),
+        "fenced on the lease"
+    );
+    store.hold_event(hold("w")).await.unwrap();
+    let held = store.get_event(&id).await.unwrap().unwrap();
+    assert_eq!(held.status, InboxStatus::Held);
+    assert!(held.held_reason.unwrap().contains("2023-10-16"));
+    let none = ReleaseRequest {
+        endpoint_id: Some("other".into()),
+        inbox_id: None,
+        now_ms: 5,
+    };
+    assert_eq!(store.release_held(none).await.unwrap(), 0);
+    let one = ReleaseRequest {
+        endpoint_id: None,
+        inbox_id: Some(id.clone()),
+        now_ms: 5,
+    };
+    assert_eq!(store.release_held(one.clone()).await.unwrap(), 1);
+    assert_eq!(
+        store.release_held(one).await.unwrap(),
+        0,
+        "already released"
+    );
+    let released = store.get_event(&id).await.unwrap().unwrap();
+    assert_eq!(released.status, InboxStatus::Received);
+    assert_eq!(released.released_at_ms, Some(5));
+    assert_eq!(released.attempt_count, 0);
     store.close().await;
 }
 

@@ -102,6 +102,8 @@ async fn run(args: SeedArgs) -> anyhow::Result<i32> {
                         payload_digest: keyring.digest(&plaintext).to_vec(),
                         matched_secret_version: "seed".into(),
                         status: InboxStatus::Ignored,
+                        source: hookgate_core::EventSource::Webhook,
+                        api_version: None,
                         replay_digest: None,
                     }
                 })

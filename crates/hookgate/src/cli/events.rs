@@ -1,4 +1,4 @@
-//! `hookgate events list|show|retry|replay|purge`: what operators (and scripts) see of stored
+//! `hookgate events list|show|retry|replay|release|purge`: what operators (and scripts) see of stored
 //! events, and the operations on them — through the operator API (`--url`, token in
 //! `HOOKGATE_ADMIN_TOKEN`) or on the store directly (`--config`), the same operations
 //! either way (`crate::admin::api`).
@@ -67,6 +67,20 @@ pub enum EventsCommand {
         /// With --destination: a new Idempotency-Key (recorded).
         #[arg(long, requires = "destination")]
         fresh_key: bool,
+    },
+    /// Put HELD events (an API version the endpoint does not pin, a sequence gap that outlived
+    /// its window) back to RECEIVED, due now: all of them, one endpoint's, or one event.
+    /// Released events are processed without that check again (the operator decided).
+    /// Exit 0 when at least one was released, 1 when none was.
+    Release {
+        #[command(flatten)]
+        target: Target,
+        /// Only this endpoint's held events.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Only this event (its inbox id).
+        #[arg(long)]
+        id: Option<String>,
     },
     /// Remove the sealed payloads of events now (privacy request), keep their id records,
     /// and record it in the audit log. Select by ids and/or --endpoint, --before, --older-than.
@@ -162,6 +176,16 @@ pub fn run(command: EventsCommand) -> anyhow::Result<i32> {
                         operate(api, &format!("/api/v1/events/{id}/replay"), Some(body)).await
                     }
                 };
+                conn.close().await;
+                result
+            }
+            EventsCommand::Release {
+                target,
+                endpoint,
+                id,
+            } => {
+                let conn = Conn::open(&target).await?;
+                let result = release(&conn, endpoint, id).await;
                 conn.close().await;
                 result
             }
@@ -416,6 +440,56 @@ async fn retry(store: &SharedStore, id: &str) -> anyhow::Result<i32> {
     Ok(1)
 }
 
+/// `events release`: on the store directly (audited with the OS user) or through the API.
+async fn release(conn: &Conn, endpoint: Option<String>, id: Option<String>) -> anyhow::Result<i32> {
+    let released = match conn {
+        Conn::Store(config, store) => {
+            if let Some(e) = &endpoint
+                && !config.endpoints.iter().any(|c| &c.id == e)
+            {
+                eprintln!("warning: no endpoint {e:?} is configured");
+            }
+            let target = release_target(endpoint.as_deref(), id.as_deref());
+            let request = hookgate_store::ReleaseRequest {
+                endpoint_id: endpoint,
+                inbox_id: id,
+                now_ms: process_clock().now_ms(),
+            };
+            let n = store.release_held(request).await?;
+            if n > 0 {
+                audit(store, "release", &target, Some(json!({ "released": n }))).await?;
+                tracing::info!(released = n, target = %target, "held events released by operator");
+            }
+            n
+        }
+        Conn::Api(api) => {
+            let body = json!({ "endpoint": endpoint, "id": id });
+            match api
+                .call(Method::POST, "/api/v1/events/release", &[], Some(body))
+                .await?
+            {
+                Ok(v) => v["released"].as_u64().unwrap_or(0),
+                Err(r) => return Ok(refused(&r)),
+            }
+        }
+    };
+    println!("{}", json!({ "released": released }));
+    if released == 0 {
+        eprintln!("no HELD event matched (or its payload was purged): nothing released");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// The audit target of a release: the event, the endpoint, or every held event.
+pub(crate) fn release_target(endpoint: Option<&str>, id: Option<&str>) -> String {
+    match (endpoint, id) {
+        (_, Some(id)) => id.to_owned(),
+        (Some(e), None) => format!("endpoint:{e}"),
+        (None, None) => "*".to_owned(),
+    }
+}
+
 fn purged(id: &str) -> i32 {
     let refused = crate::relay::ops::ReplayRefused::PayloadPurged;
     eprintln!("{}", refused.body());
@@ -526,5 +600,9 @@ fn metadata(e: &InboxRecord) -> Value {
         "matched_secret_version": e.matched_secret_version,
         "payload_stored": e.payload_stored(),
         "payload_purged_at_ms": e.payload_purged_at_ms,
+        "source": e.source.as_str(),
+        "api_version": e.api_version,
+        "held_reason": e.held_reason,
+        "released_at_ms": e.released_at_ms,
     })
 }

@@ -192,6 +192,10 @@ pub struct EndpointConfig {
     pub tolerance_seconds: Option<u64>,
     pub max_body_bytes: usize,
     pub allowed_event_types: Option<Vec<String>>,
+    /// `api_versions`: the provider API versions the consumers understand. A verified event
+    /// stamped with another is accepted as always, then `HELD` at processing (not processed
+    /// in a shape its consumers cannot read) until an operator releases it.
+    pub api_versions: Option<Vec<String>>,
     pub secrets: Vec<SecretVersion>,
     /// Budget on *verified* traffic; beyond it: 429.
     pub rate_limit: Option<Rate>,

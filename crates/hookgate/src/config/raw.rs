@@ -179,6 +179,8 @@ pub struct RawEndpoint {
     pub idempotency_days: Option<u32>,
     /// Provider reconciliation through the provider's API (packs that declare it).
     pub reconcile: Option<super::reconcile::RawEndpointReconcile>,
+    /// The provider API versions this endpoint's consumers understand; others are `HELD`.
+    pub api_versions: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -175,6 +175,9 @@ pub fn render_redacted(c: &Config) -> String {
                 let _ = writeln!(out, "# allowed_event_types: all");
             }
         }
+        if let Some(v) = &e.api_versions {
+            let _ = writeln!(out, "api_versions = {v:?}");
+        }
         render_rate_and_retry(&mut out, e.rate_limit, &e.retry);
         let names: Vec<&str> = e.handlers.iter().map(|h| h.name()).collect();
         let _ = writeln!(out, "handlers = {names:?}");
@@ -254,6 +257,17 @@ fn render_relay(relay: &RelayConfig, destinations: &[DestinationConfig], out: &m
     for d in destinations {
         let _ = writeln!(out, "\n[[destinations]]\nid = \"{}\"", d.id);
         d.kind.render(out);
+        if let Some(filter) = &d.filter {
+            filter.render(out);
+        }
+        if let Some(transform) = &d.transform {
+            // A JSON string literal is a TOML basic string.
+            let _ = writeln!(
+                out,
+                "transform = {}",
+                serde_json::Value::from(transform.source())
+            );
+        }
         let _ = writeln!(
             out,
             "timeout_ms = {}\nconcurrency = {}",

@@ -159,6 +159,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
     if endpoints.is_empty() {
         warnings.push("no [[endpoints]] configured: every webhook will get 404".into());
     }
+    check_filter_providers(&destinations, &endpoints)?;
     check_handler_timeouts(&endpoints, &providers, &worker)?;
     let secrets = resolve_secrets(
         raw.secrets.as_ref(),
@@ -480,6 +481,40 @@ fn decode_key32(
     Ok((source, Zeroizing::new(key)))
 }
 
+/// A filter's `providers` entry that no endpoint routing to the destination has would never
+/// match (a typo such as `strpe` would silently drop every event): refused, naming it.
+fn check_filter_providers(
+    destinations: &[super::destinations::DestinationConfig],
+    endpoints: &[EndpointConfig],
+) -> Result<(), ConfigError> {
+    for (i, d) in destinations.iter().enumerate() {
+        let Some(providers) = d.filter.as_ref().and_then(|f| f.providers.as_ref()) else {
+            continue;
+        };
+        let routed: Vec<&str> = endpoints
+            .iter()
+            .filter(|e| e.destinations.contains(&d.id))
+            .map(|e| e.pack.id())
+            .collect();
+        // A destination no endpoint routes to yet gets nothing anyway.
+        if routed.is_empty() {
+            continue;
+        }
+        for (j, p) in providers.iter().enumerate() {
+            if !routed.contains(&p.as_str()) {
+                return Err(err(
+                    format!("destinations[{i}].filter.providers[{j}]"),
+                    format!(
+                        "no endpoint that routes to {:?} has provider {p:?}, so it would never match",
+                        d.id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn resolve_endpoint(
     e: RawEndpoint,
     i: usize,
@@ -574,6 +609,37 @@ fn resolve_endpoint(
             }
         }
     }
+    if let Some(versions) = &e.api_versions {
+        if !pack.reads_api_version() {
+            return Err(err(
+                at("api_versions"),
+                format!(
+                    "provider {} stamps no API version hookgate reads, so there is nothing to pin",
+                    pack.id()
+                ),
+            ));
+        }
+        if versions.is_empty() {
+            return Err(err(
+                at("api_versions"),
+                "must list at least one version (leave it out to process every version)",
+            ));
+        }
+        for (j, v) in versions.iter().enumerate() {
+            if v.trim().is_empty() || v.trim() != v {
+                return Err(err(
+                    format!("endpoints[{i}].api_versions[{j}]"),
+                    "must be a version string without surrounding spaces",
+                ));
+            }
+            if versions[..j].contains(v) {
+                return Err(err(
+                    format!("endpoints[{i}].api_versions[{j}]"),
+                    format!("duplicate version {v:?}"),
+                ));
+            }
+        }
+    }
     let secrets_out = resolve_endpoint_secrets(e.secrets, i, pack, base, warnings)?;
     let mut handlers = Vec::new();
     for (j, name) in e.handlers.iter().flatten().enumerate() {
@@ -616,6 +682,7 @@ fn resolve_endpoint(
         tolerance_seconds: e.tolerance_seconds.or(pack.default_tolerance_seconds()),
         max_body_bytes,
         allowed_event_types: e.allowed_event_types,
+        api_versions: e.api_versions,
         secrets: secrets_out,
         rate_limit: resolve_rate(e.rate_limit, &at("rate_limit"))?,
         reconcile,

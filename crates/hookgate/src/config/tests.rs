@@ -468,6 +468,29 @@ fn config_valid_files_resolve() {
             },
         ),
         (
+            "filters on either kind, taken out before the kind's keys are read",
+            plus(&format!(
+                "{}\n{}",
+                http_destination("filter = { types = [\"charge.*\"], providers = [\"stripe\"] }\n"),
+                nats_destination(
+                    "filter = { where = [{ pointer = \"/data/object/amount\", op = \"gt\", value = 100 }] }\n"
+                ),
+            )),
+            |c| {
+                let http = c.destinations[0].filter.as_ref().unwrap();
+                assert_eq!(http.types.as_deref(), Some(&["charge.*".to_owned()][..]));
+                assert!(!http.reads_payload());
+                let nats = c.destinations[1].filter.as_ref().unwrap();
+                assert!(nats.types.is_none() && nats.providers.is_none());
+                assert!(nats.reads_payload());
+                let shown = crate::config::render::render_redacted(c);
+                assert!(
+                    shown.contains("filter = { types = [\"charge.*\"], providers = [\"stripe\"] }"),
+                    "{shown}"
+                );
+            },
+        ),
+        (
             "rows per relay lease: concurrency, or what the rate limit grants within the lease",
             plus(&format!(
                 "{}\n{}\n{}",
@@ -957,7 +980,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&github_endpoint("colour = 1\n")),
-            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`, `reconcile`",
+            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`, `reconcile`, `api_versions`",
         ),
         (
             plus("[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n"),
@@ -1269,6 +1292,24 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
                 "[relay]\nlease_seconds = 5\n\n[[destinations]]",
             )),
             "config error at `destinations[0].timeout_ms`: must be shorter than relay.lease_seconds (5 s) by at least a second, or a slow delivery would be taken over while still running",
+        ),
+        (
+            plus(&http_destination("filter = { types = [] }\n")),
+            "config error at `destinations[0].filter.types`: must not be empty (leave the key out to match every event)",
+        ),
+        (
+            plus(&format!(
+                "{}\n{}",
+                http_destination(""),
+                nats_destination(
+                    "filter = { where = [{ pointer = \"/a\", op = \"exists\" }, { pointer = \"/b\", op = \"gte\", value = 1 }] }\n"
+                ),
+            )),
+            "config error at `destinations[1].filter.where[1].op`: unknown op \"gte\"; known: eq, ne, in, exists, gt, lt",
+        ),
+        (
+            plus(&nats_destination("filter = \"charge.*\"\n")),
+            "config error at `destinations[0].filter`: invalid type: string \"charge.*\", expected struct RawFilter (keys: types, providers, where)",
         ),
         (
             plus(&http_destination("concurrency = 0\n")),

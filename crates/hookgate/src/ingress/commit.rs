@@ -71,6 +71,8 @@ pub(super) async fn commit(state: &AppState, cfg: &EndpointConfig, v: Verified<'
             payload_digest: digest.to_vec(),
             matched_secret_version: v.matched_version.to_owned(),
             status,
+            source: hookgate_core::EventSource::Webhook,
+            api_version: envelope.api_version,
             replay_digest: replay.take(),
         });
     }

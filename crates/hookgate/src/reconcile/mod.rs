@@ -27,17 +27,50 @@ use hookgate_store::{
 };
 use serde_json::{Value, json};
 
+use crate::config::destinations::filter::FilterInput;
+
 use crate::config::{Config, EndpointConfig};
 use crate::telemetry;
 
-/// Whether `destination` receives `event` of `endpoint` under the current configuration.
-///
-/// Today every destination an endpoint lists receives all of its events, so this is `true`;
-/// per-destination filters decide here (as they do where processing writes the outbox), so a
-/// filtered-out event is never a `missing_outbox` finding.
-pub fn routes(endpoint: &EndpointConfig, destination: &str, event: &FoundEvent) -> bool {
-    let _ = (endpoint, destination, event);
-    true
+/// Whether `destination` receives `event` under the current configuration: its filter
+/// decides, as where processing writes the outbox, so a filtered-out event is never a
+/// `missing_outbox` finding. A filter with `where` predicates reads the verified payload
+/// (opened with the configured keys); one that cannot be read (purged, or it does not open)
+/// is not judged missing: reconciliation never invents a delivery it cannot justify.
+async fn routes(
+    config: &Config,
+    store: &SharedStore,
+    destination: &str,
+    event: &FoundEvent,
+) -> Result<bool, RunError> {
+    let Some(filter) = config
+        .destinations
+        .iter()
+        .find(|d| d.id == destination)
+        .and_then(|d| d.filter.as_ref())
+    else {
+        return Ok(true);
+    };
+    let payload: Option<Value> = if filter.reads_payload() {
+        let Some(record) = store
+            .get_event(&event.inbox_id)
+            .await
+            .map_err(store_err("the event a filter reads"))?
+        else {
+            return Ok(false);
+        };
+        match crate::stage::attempt::open_payload(&config.payload_keys.keyring(), &record) {
+            Ok(body) => serde_json::from_slice(&body).ok(),
+            Err(_) => return Ok(false),
+        }
+    } else {
+        None
+    };
+    Ok(filter.matches(&FilterInput {
+        provider: &event.provider,
+        event_type: event.event_type.as_deref(),
+        payload: payload.as_ref(),
+    }))
 }
 
 /// What one run looks at and may change.
@@ -285,11 +318,16 @@ impl Run<'_> {
                     .map_err(store_err("events without a delivery"))?;
                 let full = page.len() >= limit as usize;
                 after = page.last().map(|e| (e.received_at_ms, e.inbox_id.clone()));
-                let findings = page
-                    .iter()
-                    .filter(|e| routes(ep, destination, e))
-                    .map(|e| event_finding(FindingKind::MissingOutbox, e, Some(destination)))
-                    .collect();
+                let mut findings = Vec::new();
+                for e in &page {
+                    if routes(config, self.store, destination, e).await? {
+                        findings.push(event_finding(
+                            FindingKind::MissingOutbox,
+                            e,
+                            Some(destination),
+                        ));
+                    }
+                }
                 self.settle(findings, &mut report).await?;
                 if !full {
                     break;

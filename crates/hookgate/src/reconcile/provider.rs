@@ -398,6 +398,8 @@ fn sealed_row(
         payload_digest: keyring.digest(body).to_vec(),
         matched_secret_version: API_AUTHENTICATED.to_owned(),
         status,
+        source: hookgate_core::EventSource::Reconciled,
+        api_version: envelope.api_version,
         replay_digest: None,
     }
 }

@@ -31,6 +31,7 @@ use std::time::Duration;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use hookgate_relay::http::HttpDestination;
 use hookgate_relay::nats::NatsDestination;
+use hookgate_relay::transform::Transformed;
 use hookgate_relay::{DeliveryError, Destination, Message};
 use hookgate_store::{FailedDelivery, LeasedDelivery, ProcessingError, StoreError};
 use tokio::sync::{Semaphore, watch};
@@ -212,33 +213,33 @@ async fn deliver_one(
     }
     let runtime = state.runtime.load_full();
     let result = match open_payload(&runtime.keyring, &event) {
-        Ok(body) => {
-            let message = Message {
-                inbox_id: &event.inbox_id,
-                idempotency_key: delivery.idempotency_key(&event),
-                provider: &event.provider,
-                endpoint_id: &event.endpoint_id,
-                provider_event_id: &event.provider_event_id,
-                event_type: event.event_type.as_deref(),
-                body: &body,
-                timestamp: state.clock.now_secs(),
-            };
-            d.destination.deliver(&message).await
-        }
+        Ok(body) => match transformed(d, &event.inbox_id, &body).await {
+            Ok(None) => send(state, d, &delivery, &event, &body, None).await,
+            Ok(Some(Transformed::Skip)) => Ok(Sent::Skipped),
+            Ok(Some(Transformed::Body {
+                bytes,
+                content_type,
+            })) => send(state, d, &delivery, &event, &bytes, Some(content_type)).await,
+            Err(reason) => Err(DeliveryError::Permanent(reason)),
+        },
         Err(e) => Err(DeliveryError::Permanent(e.to_string())),
     };
     let failure = match result {
-        Ok(delivered) => {
+        Ok(sent) => {
             hookgate_core::fail_point!("relay.after_publish_before_mark");
             let now = state.clock.now_ms();
             let started = std::time::Instant::now();
+            let note = match sent {
+                Sent::Delivered(_) => None,
+                Sent::Skipped => Some(SKIPPED_NULL),
+            };
             let marked = state
                 .store
-                .mark_delivered(&delivery.outbox_id, owner, now)
+                .mark_delivered(&delivery.outbox_id, owner, now, note)
                 .await;
             telemetry::delivery_committed(started.elapsed());
-            return match marked {
-                Ok(()) => {
+            return match (marked, sent) {
+                (Ok(()), Sent::Delivered(delivered)) => {
                     telemetry::delivered(
                         &event.inbox_id,
                         destination,
@@ -249,11 +250,15 @@ async fn deliver_one(
                         duplicate: delivered.duplicate,
                     })
                 }
-                Err(ProcessingError::LeaseLost) => {
+                (Ok(()), Sent::Skipped) => {
+                    telemetry::transform_skipped(&event.inbox_id, destination);
+                    DeliveryOutcome::Completed(Delivered { duplicate: false })
+                }
+                (Err(ProcessingError::LeaseLost), _) => {
                     tracing::warn!(inbox_id = %event.inbox_id, destination, "delivered, but the lease was lost before marking; it may be delivered again (consumers dedupe)");
                     DeliveryOutcome::LeaseLost
                 }
-                Err(ProcessingError::Store(e)) => {
+                (Err(ProcessingError::Store(e)), _) => {
                     tracing::warn!(inbox_id = %event.inbox_id, destination, error = %e, "delivered, but marking failed; it will be delivered again after the lease (consumers dedupe)");
                     DeliveryOutcome::StoreFailed
                 }
@@ -282,6 +287,57 @@ async fn deliver_one(
         rand::random::<u64>(),
     );
     record_failure(state, &delivery.outbox_id, owner, &subject, next).await
+}
+
+/// `last_error` of a delivery its transform skipped (it is `DELIVERED`: nothing is due).
+pub const SKIPPED_NULL: &str = "skipped: transform output null";
+
+/// How a delivery that did not fail ended.
+enum Sent {
+    Delivered(hookgate_relay::Delivered),
+    /// The transform gave `null`: nothing was sent.
+    Skipped,
+}
+
+/// The destination's transform of `body` (`None`: it has none, the body goes as it is). An
+/// error is the redacted reason (never payload bytes): the program is deterministic and
+/// would fail every attempt, so the delivery fails permanently.
+async fn transformed(
+    d: &DestinationRuntime,
+    inbox_id: &str,
+    body: &[u8],
+) -> Result<Option<Transformed>, String> {
+    let Some(transform) = &d.config.transform else {
+        return Ok(None);
+    };
+    transform.apply(body).await.map(Some).map_err(|e| {
+        tracing::warn!(inbox_id, destination = %d.config.id, error = %e, "transform failed");
+        format!("transform: {e}")
+    })
+}
+
+/// Hands one body to the destination; `content_type` is the transform's (`None`: the
+/// provider's bytes).
+async fn send(
+    state: &AppState,
+    d: &DestinationRuntime,
+    delivery: &hookgate_store::OutboxRecord,
+    event: &hookgate_store::InboxRecord,
+    body: &[u8],
+    content_type: Option<&str>,
+) -> Result<Sent, DeliveryError> {
+    let message = Message {
+        inbox_id: &event.inbox_id,
+        idempotency_key: delivery.idempotency_key(event),
+        provider: &event.provider,
+        endpoint_id: &event.endpoint_id,
+        provider_event_id: &event.provider_event_id,
+        event_type: event.event_type.as_deref(),
+        body,
+        content_type,
+        timestamp: state.clock.now_secs(),
+    };
+    d.destination.deliver(&message).await.map(Sent::Delivered)
 }
 
 /// Records the failed delivery attempt `next` decided, fenced on the lease.

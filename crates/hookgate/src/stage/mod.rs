@@ -40,6 +40,8 @@ pub enum Settled<T> {
     Retrying { at_ms: i64 },
     /// The attempt failed for good (or attempts are exhausted): `FAILED`.
     Failed,
+    /// Set aside for an operator (`HELD`): processing waits for `hookgate events release`.
+    Held,
     /// The lease was lost before the result was recorded; another owner has the row.
     LeaseLost,
     /// Recording the result failed; the row returns after its lease.

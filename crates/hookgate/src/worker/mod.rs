@@ -30,14 +30,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate_store::{
-    FailedAttempt, HandlerOutput, InboxRecord, LeaseRequest, ProcessingError, ProcessingResult,
-    StoreError,
+    FailedAttempt, HandlerOutput, HeldEvent, InboxRecord, LeaseRequest, ProcessingError,
+    ProcessingResult, StoreError,
 };
 use tokio::sync::watch;
 
 use self::handler::{Handler, HandlerError, VerifiedEvent};
 use self::payments::{PaymentsProjection, StripeFetcher};
 use crate::config::HandlerKind;
+use crate::config::destinations::filter::{DestinationFilter, FilterInput};
 use crate::stage::attempt::{
     Failure, NextAttempt, Subject, abandoned, attempt_number, next_attempt, open_payload,
     settle_failure,
@@ -74,8 +75,8 @@ impl Processor {
         let runtime = self.state.runtime.load_full();
         let lease_ms = i64::try_from(runtime.config.worker.lease.as_millis()).unwrap_or(i64::MAX);
         let now = self.state.clock.now_ms();
-        // Decided on the same runtime snapshot that processes the rows: without handlers
-        // nothing opens a payload, so none is read.
+        // Decided on the same runtime snapshot that processes the rows: without handlers and
+        // `where` predicates nothing opens a payload, so none is read.
         // Only rows of configured endpoints: those of an endpoint removed from the config wait
         // (RECEIVED, attempts unchanged) until it comes back, counted as orphaned.
         let endpoints: Vec<String> = runtime.endpoints.keys().cloned().collect();
@@ -87,7 +88,7 @@ impl Processor {
                 now_ms: now,
                 lease_ms,
                 limit,
-                with_payload: !without_handlers(&runtime),
+                with_payload: reads_payloads(&runtime),
                 endpoints: Some(&endpoints),
             })
             .await?;
@@ -96,9 +97,9 @@ impl Processor {
         let mut ready_rows = Vec::new();
         for record in leased {
             match self.prepare(owner, &runtime, &record).await {
-                Ok(result) => {
+                Ok((result, filtered_out)) => {
                     ready.push(result);
-                    ready_rows.push((out.len(), record));
+                    ready_rows.push((out.len(), record, filtered_out));
                     out.push(None);
                 }
                 Err(done) => out.push(Some(done)),
@@ -108,21 +109,28 @@ impl Processor {
             let started = std::time::Instant::now();
             let committed = self.state.store.complete_all(ready).await;
             telemetry::processing_committed(started.elapsed());
-            for ((at, record), result) in ready_rows.into_iter().zip(committed) {
+            for ((at, record, filtered_out), result) in ready_rows.into_iter().zip(committed) {
+                // Counted once the decision is committed (a lost lease decides again).
+                if result.is_ok() {
+                    for destination in &filtered_out {
+                        telemetry::destination_filtered(&record.inbox_id, destination);
+                    }
+                }
                 out[at] = Some(committed_outcome(&record, result));
             }
         }
         Ok(out.into_iter().flatten().collect())
     }
 
-    /// Runs the row's handlers and returns what to commit for it, or, when a handler (or the
-    /// payload) failed, how its failed attempt was recorded.
+    /// Runs the row's handlers and filters its destinations; returns what to commit for it
+    /// with the destinations its filters left out, or, when a handler (or the payload) failed,
+    /// how its failed attempt was recorded.
     async fn prepare(
         &self,
         owner: &str,
         runtime: &Runtime,
         record: &InboxRecord,
-    ) -> Result<ProcessingResult, Processed> {
+    ) -> Result<(ProcessingResult, Vec<String>), Processed> {
         let endpoint = runtime.endpoints.get(&record.endpoint_id);
         if let Some(next) = endpoint.and_then(|e| {
             abandoned(
@@ -146,12 +154,21 @@ impl Processor {
                 .await);
         };
         let cfg = &endpoint.config;
+        if let Some(reason) = api_version_hold(cfg, record) {
+            return Err(self.hold(owner, record, reason).await);
+        }
+        let routes = Routes::of(runtime, &cfg.destinations);
         let mut outputs = Vec::with_capacity(cfg.handlers.len());
-        if !cfg.handlers.is_empty() {
-            let event = match self.open(runtime, record) {
-                Ok(event) => event,
+        // Opened once for the handlers and the `where` predicates alike.
+        let event = if !cfg.handlers.is_empty() || routes.read_payload {
+            match self.open(runtime, record) {
+                Ok(event) => Some(event),
                 Err(e) => return Err(self.fail(owner, record, Some(&cfg.retry), e).await),
-            };
+            }
+        } else {
+            None
+        };
+        if let Some(event) = event.as_ref().filter(|_| !cfg.handlers.is_empty()) {
             for kind in &cfg.handlers {
                 let result = match kind {
                     HandlerKind::PaymentsProjection => {
@@ -164,7 +181,7 @@ impl Processor {
                                 .await);
                         };
                         let fetcher = StripeFetcher::new(self.http.clone(), stripe);
-                        self.run_handler(&PaymentsProjection::new(Arc::new(fetcher)), &event)
+                        self.run_handler(&PaymentsProjection::new(Arc::new(fetcher)), event)
                             .await
                     }
                 };
@@ -178,14 +195,40 @@ impl Processor {
                 }
             }
         }
-        Ok(ProcessingResult {
+        let (destinations, filtered_out) = routes.route(record, event.as_ref());
+        Ok((
+            ProcessingResult {
+                inbox_id: record.inbox_id.clone(),
+                owner: owner.to_owned(),
+                now_ms: self.state.clock.now_ms(),
+                handlers: outputs,
+                // One outbox row per destination of the endpoint whose filter the event passes.
+                destinations,
+            },
+            filtered_out,
+        ))
+    }
+
+    /// Sets the leased row aside for an operator (`HELD` with `reason`), fenced on the lease.
+    async fn hold(&self, owner: &str, record: &InboxRecord, reason: String) -> Processed {
+        let held = HeldEvent {
             inbox_id: record.inbox_id.clone(),
             owner: owner.to_owned(),
             now_ms: self.state.clock.now_ms(),
-            handlers: outputs,
-            // One outbox row per destination of the endpoint (none when stale).
-            destinations: cfg.destinations.clone(),
-        })
+            reason,
+        };
+        let reason = held.stored_reason();
+        match self.state.store.hold_event(held).await {
+            Ok(()) => {
+                telemetry::event_held(&record.inbox_id, &record.endpoint_id, &reason);
+                Processed::Held
+            }
+            Err(ProcessingError::LeaseLost) => Processed::LeaseLost,
+            Err(ProcessingError::Store(e)) => {
+                tracing::warn!(inbox_id = %record.inbox_id, error = %e, "holding the event failed; it returns after its lease");
+                Processed::StoreFailed
+            }
+        }
     }
 
     /// Runs one handler: `prepare` (may do I/O), then `apply` (pure).
@@ -271,6 +314,20 @@ impl Processor {
         };
         settle_failure(&subject, &next, now, recorded)
     }
+}
+
+/// Why the row must wait for an operator instead of being processed: its API version stamp is
+/// not one the endpoint pins (`api_versions`). An event without a stamp is processed; one an
+/// operator released is processed whatever its version (that was the operator's decision).
+fn api_version_hold(cfg: &crate::config::EndpointConfig, record: &InboxRecord) -> Option<String> {
+    let pinned = cfg.api_versions.as_ref()?;
+    let version = record.api_version.as_deref()?;
+    if record.released_at_ms.is_some() || pinned.iter().any(|v| v == version) {
+        return None;
+    }
+    Some(format!(
+        "api version {version:?} is not in the endpoint's api_versions {pinned:?}"
+    ))
 }
 
 /// How one row's commit ended, logged and counted.
@@ -373,7 +430,75 @@ pub fn lease_batch(runtime: &Runtime) -> u32 {
     }
 }
 
-/// No endpoint has handlers: processing is database work only and never opens a payload.
+/// Whether processing opens payloads: some endpoint has handlers, or a destination that some
+/// endpoint lists has `where` predicates (they read the verified payload).
+fn reads_payloads(runtime: &Runtime) -> bool {
+    runtime.endpoints.values().any(|e| {
+        !e.config.handlers.is_empty() || Routes::of(runtime, &e.config.destinations).read_payload
+    })
+}
+
+/// The destinations of one endpoint with their filters, for one event.
+struct Routes<'a> {
+    destinations: Vec<(&'a str, Option<&'a DestinationFilter>)>,
+    /// Some filter has `where` predicates.
+    read_payload: bool,
+}
+
+impl<'a> Routes<'a> {
+    fn of(runtime: &'a Runtime, ids: &'a [String]) -> Routes<'a> {
+        let destinations: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let filter = runtime
+                    .config
+                    .destinations
+                    .iter()
+                    .find(|d| &d.id == id)
+                    .and_then(|d| d.filter.as_ref());
+                (id.as_str(), filter)
+            })
+            .collect();
+        let read_payload = destinations
+            .iter()
+            .any(|(_, f)| f.is_some_and(DestinationFilter::reads_payload));
+        Routes {
+            destinations,
+            read_payload,
+        }
+    }
+
+    /// The destinations that get an outbox row for `record`, and those filtered out.
+    fn route(
+        &self,
+        record: &InboxRecord,
+        event: Option<&VerifiedEvent>,
+    ) -> (Vec<String>, Vec<String>) {
+        // Parsed once for every predicate; a body that is not JSON matches none.
+        let payload: Option<serde_json::Value> = if self.read_payload {
+            event.and_then(|e| serde_json::from_slice(e.body()).ok())
+        } else {
+            None
+        };
+        let input = FilterInput {
+            provider: &record.provider,
+            event_type: record.event_type.as_deref(),
+            payload: payload.as_ref(),
+        };
+        let mut routed = Vec::with_capacity(self.destinations.len());
+        let mut filtered_out = Vec::new();
+        for (id, filter) in &self.destinations {
+            if filter.is_none_or(|f| f.matches(&input)) {
+                routed.push((*id).to_owned());
+            } else {
+                filtered_out.push((*id).to_owned());
+            }
+        }
+        (routed, filtered_out)
+    }
+}
+
+/// No endpoint has handlers: processing leases several rows at once.
 fn without_handlers(runtime: &Runtime) -> bool {
     runtime
         .endpoints

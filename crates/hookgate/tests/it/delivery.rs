@@ -25,7 +25,7 @@ use crate::support::*;
 
 const SW_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /// The secret hookgate signs deliveries with (the internal service's verification secret).
-const DEST_SECRET: &str = "whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2lnbmluZy1rISE=";
+pub(crate) const DEST_SECRET: &str = "whsec_aG9va2dhdGUtZGVzdGluYXRpb24tc2lnbmluZy1rISE=";
 /// A second, rotated-in secret: every listed secret signs.
 const DEST_SECRET_2: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -34,7 +34,11 @@ const DEST_SECRET_2: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 // `<webhook-id>.<webhook-timestamp>.<body>` with the base64-decoded `whsec_` secret, compared
 // against each space-separated `v1,<base64>` entry.
 
-fn standard_webhooks_verify(secret: &str, headers: &HashMap<String, String>, body: &[u8]) -> bool {
+pub(crate) fn standard_webhooks_verify(
+    secret: &str,
+    headers: &HashMap<String, String>,
+    body: &[u8],
+) -> bool {
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = b64
         .decode(secret.strip_prefix("whsec_").unwrap_or(secret))
@@ -60,9 +64,9 @@ fn standard_webhooks_verify(secret: &str, headers: &HashMap<String, String>, bod
 // The HTTP destination: a real server that records what it got and answers as scripted.
 
 #[derive(Debug, Clone)]
-struct Received {
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
+pub(crate) struct Received {
+    pub(crate) headers: HashMap<String, String>,
+    pub(crate) body: Vec<u8>,
     at: std::time::Instant,
 }
 
@@ -81,13 +85,13 @@ struct ReceiverState {
 }
 
 #[derive(Clone)]
-struct Receiver {
+pub(crate) struct Receiver {
     addr: SocketAddr,
     state: Arc<ReceiverState>,
 }
 
 impl Receiver {
-    async fn start() -> Receiver {
+    pub(crate) async fn start() -> Receiver {
         let state = Arc::new(ReceiverState::default());
         state.default_status.store(200, Ordering::SeqCst);
         let router = axum::Router::new()
@@ -101,23 +105,23 @@ impl Receiver {
         Receiver { addr, state }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/hook", self.addr)
     }
 
-    fn script(&self, statuses: &[u16], then: u16) {
+    pub(crate) fn script(&self, statuses: &[u16], then: u16) {
         *self.state.script.lock().unwrap() = statuses.iter().copied().collect();
         self.state
             .default_status
             .store(usize::from(then), Ordering::SeqCst);
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.state.received.lock().unwrap().clone()
     }
 
     /// Logical deliveries: requests deduplicated on `Idempotency-Key` (what a consumer does).
-    fn logical(&self) -> BTreeSet<String> {
+    pub(crate) fn logical(&self) -> BTreeSet<String> {
         self.received()
             .iter()
             .map(|r| r.headers["idempotency-key"].clone())
@@ -192,7 +196,7 @@ pub(crate) fn nats_server_binary() -> PathBuf {
     );
 }
 
-struct Nats {
+pub(crate) struct Nats {
     child: Option<Child>,
     /// Chosen by nats-server on the first start (`-p -1`), reused on restarts so the
     /// gateway's configured URL stays valid.
@@ -201,7 +205,7 @@ struct Nats {
 }
 
 impl Nats {
-    fn start() -> Nats {
+    pub(crate) fn start() -> Nats {
         let mut n = Nats {
             child: None,
             port: None,
@@ -265,7 +269,7 @@ impl Nats {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port.expect("started"))
     }
 }
@@ -277,14 +281,15 @@ impl Drop for Nats {
 }
 
 #[derive(Debug, Clone)]
-struct NatsMessage {
-    subject: String,
-    inbox_id: String,
-    body: Vec<u8>,
+pub(crate) struct NatsMessage {
+    pub(crate) subject: String,
+    pub(crate) inbox_id: String,
+    pub(crate) content_type: String,
+    pub(crate) body: Vec<u8>,
 }
 
 /// Every message stored in `stream` (empty when the stream does not exist yet).
-async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
+pub(crate) async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
     let client = async_nats::connect(url).await.expect("connect to nats");
     let js = async_nats::jetstream::new(client);
     let Ok(mut s) = js.get_stream(stream).await else {
@@ -308,6 +313,7 @@ async fn stream_messages(url: &str, stream: &str) -> Vec<NatsMessage> {
         out.push(NatsMessage {
             subject: m.subject.to_string(),
             inbox_id: h("X-Hookgate-Inbox-Id"),
+            content_type: h("Content-Type"),
             body: m.payload.to_vec(),
         });
     }
@@ -326,7 +332,7 @@ fn gateway(backend: Backend) -> GatewayBuilder {
         .relay_settings("lease_seconds = 4\npoll_interval_ms = 20")
 }
 
-fn http_destination(id: &str, url: &str, extra: &str) -> String {
+pub(crate) fn http_destination(id: &str, url: &str, extra: &str) -> String {
     format!(
         "[[destinations]]\nid = {}\nkind = \"http\"\nurl = {}\nallow_private_network = true\n\
          signing_secrets = [{}, {}]\ntimeout_ms = 2000\n\
@@ -338,7 +344,7 @@ fn http_destination(id: &str, url: &str, extra: &str) -> String {
     )
 }
 
-fn nats_destination(id: &str, url: &str, extra: &str) -> String {
+pub(crate) fn nats_destination(id: &str, url: &str, extra: &str) -> String {
     format!(
         "[[destinations]]\nid = {}\nkind = \"nats\"\nurl = {}\nstream = \"HOOKS\"\n\
          subject = \"webhooks.{{provider}}.{{event_type}}\"\ntimeout_ms = 1000\n\
@@ -473,6 +479,7 @@ async fn fan_out_to_http_and_nats(backend: Backend) {
     for m in &msgs {
         assert_eq!(m.subject, "webhooks.standard_webhooks.invoice_paid");
         assert_eq!(m.body, sent[&m.inbox_id].1);
+        assert_eq!(m.content_type, "application/json");
     }
     // The stream deduplicates on `Nats-Msg-Id: <inbox_id>:<destination>`: a re-publish of a
     // delivered event (what a crash between publish and mark causes) is acknowledged as a

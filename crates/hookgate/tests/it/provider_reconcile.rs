@@ -187,7 +187,7 @@ fn gateway(backend: Backend, api: SocketAddr, hook: SocketAddr, key: &KeyFile) -
         .section("[reconcile]\nenabled = false\n")
         .destinations(&format!(
             "[[destinations]]\nid = \"hook\"\nkind = \"http\"\nurl = {}\n\
-             allow_private_network = true\nsigning_secrets = [{}]\ntimeout_ms = 2000\n",
+             allow_private_network = true\nsigning_secrets = [{}]\ntimeout_ms = 10000\n",
             q(&format!("http://{hook}/hook")),
             q(DEST_SECRET)
         ))
@@ -331,6 +331,12 @@ async fn stripe_events_missing_from_the_inbox_are_brought_in_once(backend: Backe
     assert_eq!(by_id["evt_2"].inbox_id, webhook_row);
     assert_eq!(by_id["evt_1"].matched_secret_version, "api");
     assert_eq!(
+        by_id["evt_1"].source,
+        hookgate_core::EventSource::Reconciled
+    );
+    assert_eq!(by_id["evt_1"].api_version.as_deref(), Some("2024-06-20"));
+    assert_eq!(by_id["evt_2"].source, hookgate_core::EventSource::Webhook);
+    assert_eq!(
         by_id["evt_1"].event_type.as_deref(),
         Some("payment_intent.succeeded")
     );
@@ -339,10 +345,10 @@ async fn stripe_events_missing_from_the_inbox_are_brought_in_once(backend: Backe
         "older than the listing horizon"
     );
 
-    // Then processed and delivered as usual, once each.
+    // Then processed and delivered as usual, each under its own row's idempotency key.
     wait_until("all three processed and delivered", WAIT, || async {
         let k = keys.lock().unwrap().clone();
-        by_id.values().all(|r| k.get(&r.inbox_id) == Some(&1))
+        by_id.values().all(|r| k.contains_key(&r.inbox_id))
     })
     .await;
     for r in rows(&store).await {

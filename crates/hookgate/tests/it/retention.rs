@@ -227,6 +227,8 @@ async fn seed_expired(store: &SharedStore, count: usize, days_ago: i64) {
             payload_digest: vec![0; 32],
             matched_secret_version: "v1".into(),
             status: hookgate_core::InboxStatus::Ignored,
+            source: hookgate_core::EventSource::Webhook,
+            api_version: None,
             replay_digest: None,
         });
         if rows.len() == 200 {

@@ -237,6 +237,8 @@ pub fn row_for(provider: &str, endpoint_id: &str, event_id: &str) -> NewInboxRow
         payload_digest: vec![0xAB; 32],
         matched_secret_version: "v1".to_owned(),
         status: InboxStatus::Received,
+        source: hookgate_core::EventSource::Webhook,
+        api_version: None,
         replay_digest: None,
     }
 }
@@ -555,6 +557,8 @@ pub async fn get_and_list_round_trip(store: Arc<dyn Store>) {
         payload_digest: (0..32).collect(),
         matched_secret_version: "2024-05-rotation".to_owned(),
         status: InboxStatus::Received,
+        source: hookgate_core::EventSource::Webhook,
+        api_version: None,
         replay_digest: None,
     };
     store.accept(full.clone()).await.unwrap();

@@ -435,7 +435,7 @@ pub async fn redelivery_is_fenced_and_records_fresh_keys(store: Arc<dyn Store>) 
         "a delivery a relay holds is not touched"
     );
     store
-        .mark_delivered(&leased[0].delivery.outbox_id, "relay-1", t + 2)
+        .mark_delivered(&leased[0].delivery.outbox_id, "relay-1", t + 2, None)
         .await
         .unwrap();
     assert_eq!(redeliver("d1", None, t + 3).await, OperationResult::Done);
@@ -461,7 +461,7 @@ pub async fn redelivery_is_fenced_and_records_fresh_keys(store: Arc<dyn Store>) 
     );
     assert_eq!(
         store
-            .mark_delivered(&again[0].delivery.outbox_id, "relay-2", t + 6_001)
+            .mark_delivered(&again[0].delivery.outbox_id, "relay-2", t + 6_001, None)
             .await
             .map_err(|e| matches!(e, ProcessingError::LeaseLost)),
         Err(true)
@@ -475,7 +475,7 @@ pub async fn redelivery_is_fenced_and_records_fresh_keys(store: Arc<dyn Store>) 
         "fresh-key-1"
     );
     store
-        .mark_delivered(&third[0].delivery.outbox_id, "relay-3", t + 6_002)
+        .mark_delivered(&third[0].delivery.outbox_id, "relay-3", t + 6_002, None)
         .await
         .unwrap();
     assert_eq!(

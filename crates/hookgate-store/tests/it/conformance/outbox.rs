@@ -80,16 +80,20 @@ pub async fn outbox_leases_per_destination_and_fences_marks(store: Arc<dyn Store
     );
     let outbox_id = a[0].delivery.outbox_id.clone();
     assert!(matches!(
-        store.mark_delivered(&outbox_id, "relay-2", t + 2).await,
+        store
+            .mark_delivered(&outbox_id, "relay-2", t + 2, None)
+            .await,
         Err(ProcessingError::LeaseLost)
     ));
     store
-        .mark_delivered(&outbox_id, "relay-1", t + 2)
+        .mark_delivered(&outbox_id, "relay-1", t + 2, None)
         .await
         .unwrap();
     assert!(
         matches!(
-            store.mark_delivered(&outbox_id, "relay-1", t + 3).await,
+            store
+                .mark_delivered(&outbox_id, "relay-1", t + 3, None)
+                .await,
             Err(ProcessingError::LeaseLost)
         ),
         "a DELIVERED row is not marked again"
@@ -101,20 +105,41 @@ pub async fn outbox_leases_per_destination_and_fences_marks(store: Arc<dyn Store
         ("a", OutboxStatus::Delivered)
     );
     assert_eq!(ds[0].delivered_at_ms, Some(t + 2));
+    assert_eq!(ds[0].last_error, None, "a plain delivery carries no note");
     assert_eq!(
         (ds[1].destination.as_str(), ds[1].status),
         ("b", OutboxStatus::Pending)
+    );
+    // Settled without sending (a transform's null): DELIVERED, the note kept as last_error.
+    let b = store
+        .lease_deliveries("b", "relay-1", t + 2, 30_000, 10)
+        .await
+        .unwrap();
+    store
+        .mark_delivered(
+            &b[0].delivery.outbox_id,
+            "relay-1",
+            t + 3,
+            Some("skipped: transform output null"),
+        )
+        .await
+        .unwrap();
+    let skipped = store.list_deliveries(&id).await.unwrap().remove(1);
+    assert_eq!(skipped.status, OutboxStatus::Delivered);
+    assert_eq!(
+        skipped.last_error.as_deref(),
+        Some("skipped: transform output null")
     );
     assert_eq!(
         store
             .count_deliveries(OutboxStatus::Delivered)
             .await
             .unwrap(),
-        1
+        2
     );
     assert_eq!(
         store.count_deliveries(OutboxStatus::Pending).await.unwrap(),
-        1
+        0
     );
     store.close().await;
 }
@@ -131,7 +156,7 @@ pub async fn outbox_reschedules_fails_and_retries_only_failed(store: Arc<dyn Sto
         .await
         .unwrap();
     store
-        .mark_delivered(&a[0].delivery.outbox_id, "relay-1", t + 1)
+        .mark_delivered(&a[0].delivery.outbox_id, "relay-1", t + 1, None)
         .await
         .unwrap();
 

@@ -162,7 +162,7 @@ pub async fn retention_purges_expired_payloads_of_finished_rows_only(store: Arc<
         .unwrap();
     assert_eq!(d.len(), 1);
     store
-        .mark_delivered(&d[0].delivery.outbox_id, "relay", now)
+        .mark_delivered(&d[0].delivery.outbox_id, "relay", now, None)
         .await
         .unwrap();
     assert_eq!(

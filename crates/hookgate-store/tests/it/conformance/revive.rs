@@ -13,6 +13,8 @@ use super::{StoreTestExt, now_ms, row};
 fn ignored(r: NewInboxRow) -> NewInboxRow {
     NewInboxRow {
         status: InboxStatus::Ignored,
+        source: hookgate_core::EventSource::Webhook,
+        api_version: None,
         ..r
     }
 }

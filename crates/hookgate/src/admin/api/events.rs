@@ -10,7 +10,10 @@ use hookgate_core::RowIdentity;
 use hookgate_store::{OperationResult, PageKey, Redelivery};
 
 use super::error::{ApiError, ErrorBody};
-use super::types::{EventDetail, EventPage, EventSummary, OperationDone, Payload, ReplayRequest};
+use super::types::{
+    EventDetail, EventPage, EventSummary, HeldRelease, OperationDone, Payload, Released,
+    ReplayRequest,
+};
 use super::{ApiState, Audit};
 use crate::config::admin::Scope;
 
@@ -19,7 +22,7 @@ use crate::config::admin::Scope;
     get,
     path = "/api/v1/events",
     params(
-        ("status" = Option<String>, Query, description = "received, processed, failed or ignored (any case)"),
+        ("status" = Option<String>, Query, description = "received, processed, failed, ignored or held (any case)"),
         ("provider" = Option<String>, Query, description = "provider id"),
         ("endpoint_id" = Option<String>, Query, description = "endpoint id"),
         ("event_type" = Option<String>, Query, description = "glob: * any run, ? one character"),
@@ -235,6 +238,55 @@ pub async fn retry(
         ),
     };
     Err(s.refused(audit, error).await)
+}
+
+/// Release `HELD` events: back to `RECEIVED`, due now (all, one endpoint's, or one event).
+#[utoipa::path(
+    post,
+    path = "/api/v1/events/release",
+    request_body(content = Option<HeldRelease>, description = "empty or {}: every held event; endpoint and/or id narrow it"),
+    responses(
+        (status = 200, body = Released, description = "released may be 0: nothing matched"),
+        (status = 400, body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody),
+    ),
+    security(("bearer" = ["operate"])),
+)]
+pub async fn release(
+    State(s): State<ApiState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Released>, ApiError> {
+    let token = s
+        .authorize(&headers, Scope::Operate, "release", "-")
+        .await?;
+    let request: HeldRelease = if body.iter().all(u8::is_ascii_whitespace) {
+        HeldRelease::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request(format!("the body is not a release request: {e}")))?
+    };
+    let target =
+        crate::cli::events::release_target(request.endpoint.as_deref(), request.id.as_deref());
+    let released = s
+        .app
+        .store
+        .release_held(hookgate_store::ReleaseRequest {
+            endpoint_id: request.endpoint,
+            inbox_id: request.id,
+            now_ms: s.app.clock.now_ms(),
+        })
+        .await?;
+    let audit = Audit::new(&token, "release", &target);
+    s.record(
+        audit
+            .ok()
+            .detail(serde_json::json!({ "released": released })),
+    )
+    .await?;
+    tracing::info!(released, target = %target, token = %token, "held events released");
+    Ok(Json(Released { released }))
 }
 
 /// Replay through processing (empty body or `{}`), or re-deliver to one destination.

@@ -45,6 +45,7 @@ pub fn router(app: Arc<AppState>) -> Router {
     Router::new()
         .route("/openapi.json", get(openapi::document))
         .route("/api/v1/events", get(events::list))
+        .route("/api/v1/events/release", post(events::release))
         .route("/api/v1/events/{id}", get(events::show))
         .route("/api/v1/events/{id}/payload", get(events::payload))
         .route("/api/v1/events/{id}/retry", post(events::retry))

@@ -7,8 +7,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::error::ErrorBody;
 use super::types::{
-    Attempts, AuditEntry, AuditPage, Delivery, EventDetail, EventPage, EventSummary, OperationDone,
-    Payload, ReplayRequest,
+    Attempts, AuditEntry, AuditPage, Delivery, EventDetail, EventPage, EventSummary, HeldRelease,
+    OperationDone, Payload, Released, ReplayRequest,
 };
 
 #[derive(OpenApi)]
@@ -23,6 +23,7 @@ use super::types::{
         super::events::payload,
         super::events::retry,
         super::events::replay,
+        super::events::release,
         super::audit::list,
         super::jobs::create,
         super::jobs::list,
@@ -37,7 +38,7 @@ use super::types::{
     ),
     components(schemas(
         ErrorBody, EventSummary, EventPage, Attempts, Delivery, EventDetail, Payload,
-        ReplayRequest, OperationDone, AuditEntry, AuditPage,
+        ReplayRequest, HeldRelease, Released, OperationDone, AuditEntry, AuditPage,
         super::jobs::JobRequest, super::jobs::JobCreated, super::jobs::JobProgress,
         super::jobs::Job, super::jobs::JobPage,
         super::rejections::Rejection, super::rejections::RejectedHeader,

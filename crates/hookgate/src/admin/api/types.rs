@@ -17,8 +17,14 @@ pub fn rfc3339(ms: i64) -> String {
 pub struct EventSummary {
     /// The inbox id (as in the webhook answer).
     pub id: String,
-    /// `RECEIVED`, `PROCESSED`, `FAILED` or `IGNORED`.
+    /// `RECEIVED`, `PROCESSED`, `FAILED`, `IGNORED` or `HELD`.
     pub status: String,
+    /// `webhook` (arrived signed) or `reconciled` (found through the provider's API).
+    pub source: String,
+    /// The provider's API version stamp, where its pack reads one.
+    pub api_version: Option<String>,
+    /// Why the event is `HELD` (`hookgate events release` / `POST /api/v1/events/release`).
+    pub held_reason: Option<String>,
     pub provider: String,
     pub endpoint_id: String,
     pub event_type: Option<String>,
@@ -40,6 +46,9 @@ impl From<&InboxRecord> for EventSummary {
         Self {
             id: e.inbox_id.clone(),
             status: e.status.as_str().to_owned(),
+            source: e.source.as_str().to_owned(),
+            api_version: e.api_version.clone(),
+            held_reason: e.held_reason.clone(),
             provider: e.provider.clone(),
             endpoint_id: e.endpoint_id.clone(),
             event_type: e.event_type.clone(),
@@ -134,6 +143,13 @@ pub struct EventDetail {
     pub matched_secret_version: String,
     pub payload_stored: bool,
     pub payload_purged_at_ms: Option<i64>,
+    /// `webhook` or `reconciled`.
+    pub source: String,
+    pub api_version: Option<String>,
+    /// Why the event is `HELD`.
+    pub held_reason: Option<String>,
+    /// When an operator last released it from `HELD`.
+    pub released_at_ms: Option<i64>,
     pub attempts: Attempts,
     pub deliveries: Vec<Delivery>,
 }
@@ -161,6 +177,10 @@ impl EventDetail {
             matched_secret_version: e.matched_secret_version.clone(),
             payload_stored: e.payload_stored(),
             payload_purged_at_ms: e.payload_purged_at_ms,
+            source: e.source.as_str().to_owned(),
+            api_version: e.api_version.clone(),
+            held_reason: e.held_reason.clone(),
+            released_at_ms: e.released_at_ms,
             attempts: Attempts {
                 count: e.attempt_count,
                 last_error: e.last_error.clone(),
@@ -191,6 +211,26 @@ pub struct ReplayRequest {
     /// in the audit) instead of the one it had.
     #[serde(default)]
     pub fresh_key: bool,
+}
+
+/// The body of `POST /api/v1/events/release`: which `HELD` events to release (all when both
+/// are left out).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HeldRelease {
+    /// Only this endpoint's held events.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Only this event (its inbox id).
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// What `POST /api/v1/events/release` did.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Released {
+    /// Events put back to `RECEIVED`, due now (workers process them at their next poll).
+    pub released: u64,
 }
 
 /// What an operation did.

@@ -2,19 +2,25 @@
 //! that delivers them. Each kind owns its keys as written, their validation and its lines of
 //! `config check` (`http.rs`, `nats.rs`); this module holds what every kind shares, so adding a
 //! kind is a file here plus a variant of [`RawDestinationKind`] and [`DestinationKind`]. Every
-//! key is documented in `docs/configuration.md` ("Destinations").
+//! key is documented in `docs/configuration.md` ("Destinations"). `filter` (`filter.rs`) and
+//! `transform` (a jq program, `hookgate_relay::transform`) are keys of every kind, taken out
+//! of the table before the kind's struct reads it.
 
+pub mod filter;
 pub mod http;
 pub mod nats;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate_core::retry::RetryPolicy;
 use hookgate_relay::http::HttpSettings;
 use hookgate_relay::nats::NatsSettings;
+use hookgate_relay::transform::Transform;
 use serde::Deserialize;
 
+use self::filter::DestinationFilter;
 use super::policies::{Rate, RawRate, RawRetry, resolve_rate, resolve_retry};
 use super::{ConfigError, err, valid_id};
 use crate::secrets::SecretSource;
@@ -40,16 +46,26 @@ pub enum RawDestinationKind {
 /// The `kind` values of [`RawDestinationKind`], for the error on any other.
 const KINDS: &[&str] = &["http", "nats"];
 
-/// One `[[destinations]]` table. Parsed through a table first only so that an unknown `kind`
-/// says so and lists the known ones (serde's own message would be about a "variant").
+/// One `[[destinations]]` table. Parsed through a table first so that an unknown `kind` says
+/// so and lists the known ones (serde's own message would be about a "variant"), and so that
+/// the keys every kind shares without a meaning for the kind (`filter`, `transform`) are taken out before
+/// the kind's struct, which refuses unknown keys, sees the rest.
 #[derive(Debug, Deserialize)]
 #[serde(try_from = "toml::Table")]
-pub struct RawDestination(pub RawDestinationKind);
+pub struct RawDestination {
+    pub kind: RawDestinationKind,
+    /// `filter` as written, resolved with the destination's index (errors name its keys).
+    pub filter: Option<toml::Value>,
+    /// `transform` as written: a jq program.
+    pub transform: Option<toml::Value>,
+}
 
 impl TryFrom<toml::Table> for RawDestination {
     type Error = String;
 
-    fn try_from(table: toml::Table) -> Result<Self, String> {
+    fn try_from(mut table: toml::Table) -> Result<Self, String> {
+        let filter = table.remove("filter");
+        let transform = table.remove("transform");
         let kind = match table.get("kind") {
             Some(toml::Value::String(kind)) if !KINDS.contains(&kind.as_str()) => {
                 return Err(format!(
@@ -61,7 +77,11 @@ impl TryFrom<toml::Table> for RawDestination {
             _ => None,
         };
         RawDestinationKind::deserialize(toml::Value::Table(table))
-            .map(RawDestination)
+            .map(|kind| RawDestination {
+                kind,
+                filter,
+                transform,
+            })
             .map_err(|e| match kind {
                 // Says which kind's keys the message lists.
                 Some(kind) => format!("kind = {kind:?}: {}", e.message()),
@@ -165,6 +185,11 @@ pub struct DestinationConfig {
     /// Backoff of transient delivery failures; `max_attempts` then `FAILED`.
     pub retry: RetryPolicy,
     pub timeout: Duration,
+    /// Which processed events get an outbox row for this destination; `None`: every event of
+    /// the endpoints that list it.
+    pub filter: Option<DestinationFilter>,
+    /// What is sent instead of the stored body, compiled at load.
+    pub transform: Option<Arc<Transform>>,
 }
 
 /// Time a delivery keeps after its timeout, before its lease ends, to record the result.
@@ -213,7 +238,7 @@ pub(super) fn resolve_destinations(
     warnings: &mut Vec<String>,
 ) -> Result<Vec<DestinationConfig>, ConfigError> {
     let mut out: Vec<DestinationConfig> = Vec::with_capacity(raw.len());
-    for (i, RawDestination(d)) in raw.into_iter().enumerate() {
+    for (i, d) in raw.into_iter().enumerate() {
         let resolved = resolve_destination(d, i, relay, base, warnings)?;
         if out.iter().any(|o| o.id == resolved.id) {
             return Err(err(
@@ -229,13 +254,18 @@ pub(super) fn resolve_destinations(
 /// The keys every kind has, then the kind's own, then the rule that binds the rate limit to
 /// the relay's lease.
 fn resolve_destination(
-    d: RawDestinationKind,
+    raw: RawDestination,
     i: usize,
     relay: &RelayConfig,
     base: &Path,
     warnings: &mut Vec<String>,
 ) -> Result<DestinationConfig, ConfigError> {
     let at = |k: &str| format!("destinations[{i}].{k}");
+    let RawDestination {
+        kind: d,
+        filter,
+        transform,
+    } = raw;
     let c = d.common();
     if !valid_id(&c.id) {
         return Err(err(
@@ -263,6 +293,12 @@ fn resolve_destination(
     }
     let rate_limit = resolve_rate(c.rate_limit, &at("rate_limit"))?;
     let retry = resolve_retry(c.retry, &at("retry"))?;
+    let filter = filter
+        .map(|f| filter::resolve(f, &format!("destinations[{i}]")))
+        .transpose()?;
+    let transform = transform
+        .map(|t| resolve_transform(t, &c.id, &at("transform")))
+        .transpose()?;
     let url = c
         .url
         .as_deref()
@@ -288,6 +324,8 @@ fn resolve_destination(
         rate_limit,
         retry,
         timeout,
+        filter,
+        transform,
     };
     let one_row_fits = config.max_rows_per_lease(relay.lease) > 0;
     if let (Some(rate), false) = (rate_limit, one_row_fits) {
@@ -306,6 +344,27 @@ fn resolve_destination(
         ));
     }
     Ok(config)
+}
+
+/// `transform`: a jq program, compiled now so a syntax error stops the start (naming the
+/// destination's id).
+fn resolve_transform(
+    value: toml::Value,
+    id: &str,
+    key: &str,
+) -> Result<Arc<Transform>, ConfigError> {
+    let toml::Value::String(program) = value else {
+        return Err(err(key, "must be a string: a jq program"));
+    };
+    if program.trim().is_empty() {
+        return Err(err(
+            key,
+            "must not be empty (leave the key out to send the body as it is)",
+        ));
+    }
+    Transform::compile(&program)
+        .map(Arc::new)
+        .map_err(|e| err(key, format!("destination {id:?}: {e}")))
 }
 
 /// `destinations = [...]` of one endpoint: known ids, no repeats.
