@@ -64,8 +64,9 @@ pub use processing::{
     PaymentState, ProcessingError, ProcessingResult, ReleaseRequest, SequenceGapCheck,
 };
 pub use reconcile::{
-    FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent, MarkerKey,
-    MissingScan, NewFinding, NewRun, OverdueScan, RunRecord, RunState, RunTrigger, StuckScan,
+    Checkpoint, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
+    MarkerKey, MissingScan, NewFinding, NewRun, NoRetryWindow, OverdueScan, RunRecord, RunState,
+    RunTrigger, StuckScan,
 };
 pub use rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,

@@ -531,6 +531,82 @@ pub(crate) fn list_sql(query: &FindingQuery) -> (String, Vec<crate::rejections::
     (sql, params)
 }
 
+/// How far provider reconciliation has read an endpoint's provider listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub provider: String,
+    /// Everything the provider created (sent) before this time, unix ms, was listed.
+    pub checkpoint_at_ms: i64,
+    /// When a run last completed on the endpoint (the schedule's per-provider rate limit).
+    pub updated_at_ms: i64,
+}
+
+/// A time the gateway answered a provider that never retries (GitHub) with non-2xx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRetryWindow {
+    pub window_id: i64,
+    pub started_at_ms: i64,
+    pub ended_at_ms: i64,
+}
+
+/// Parameters: endpoint.
+pub(crate) static SELECT_CHECKPOINT: Statement = Statement::new(
+    "SELECT provider, checkpoint_at, updated_at FROM reconcile_checkpoints WHERE endpoint_id = $1",
+);
+
+/// Parameters: endpoint, provider, checkpoint, now. The checkpoint never moves back (a run
+/// `--since` earlier re-reads, it does not forget what later runs read).
+pub(crate) static SQLITE_SAVE_CHECKPOINT: &str = "INSERT INTO reconcile_checkpoints (endpoint_id, provider, checkpoint_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (endpoint_id) DO UPDATE SET provider = excluded.provider, \
+         checkpoint_at = max(checkpoint_at, excluded.checkpoint_at), updated_at = excluded.updated_at";
+
+/// [`SQLITE_SAVE_CHECKPOINT`] for PostgreSQL.
+pub(crate) static POSTGRES_SAVE_CHECKPOINT: &str = "INSERT INTO reconcile_checkpoints (endpoint_id, provider, checkpoint_at, updated_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (endpoint_id) DO UPDATE SET provider = EXCLUDED.provider, \
+         checkpoint_at = GREATEST(reconcile_checkpoints.checkpoint_at, EXCLUDED.checkpoint_at), \
+         updated_at = EXCLUDED.updated_at";
+
+/// The inbox row of a key. Parameters: provider, endpoint, event id.
+pub(crate) static SELECT_KEY: Statement = Statement::new(
+    "SELECT inbox_id FROM inbox WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3",
+);
+
+/// Parameters: endpoint, started at, ended at.
+pub(crate) static INSERT_WINDOW: Statement = Statement::new(
+    "INSERT INTO reconcile_no_retry_windows (endpoint_id, started_at, ended_at) VALUES ($1, $2, $3)",
+);
+
+/// The most open windows one read returns (older ones wait for the next run).
+pub const MAX_OPEN_WINDOWS: i64 = 1_000;
+
+/// Parameters: endpoint, limit.
+pub(crate) static OPEN_WINDOWS: Statement = Statement::new(
+    "SELECT window_id, started_at, ended_at FROM reconcile_no_retry_windows \
+     WHERE endpoint_id = $1 AND covered_at IS NULL ORDER BY window_id LIMIT $2",
+);
+
+/// Parameters: endpoint, up to window id, now.
+pub(crate) static COVER_WINDOWS: Statement = Statement::new(
+    "UPDATE reconcile_no_retry_windows SET covered_at = $3 \
+     WHERE endpoint_id = $1 AND window_id <= $2 AND covered_at IS NULL",
+);
+
+pub(crate) fn checkpoint_row(r: &impl Columns) -> Result<Checkpoint, StoreError> {
+    Ok(Checkpoint {
+        provider: r.text(0)?,
+        checkpoint_at_ms: r.int(1)?,
+        updated_at_ms: r.int(2)?,
+    })
+}
+
+pub(crate) fn window_row(r: &impl Columns) -> Result<NoRetryWindow, StoreError> {
+    Ok(NoRetryWindow {
+        window_id: r.int(0)?,
+        started_at_ms: r.int(1)?,
+        ended_at_ms: r.int(2)?,
+    })
+}
+
 /// The outbox id of a delivery (as processing names them).
 pub(crate) fn outbox_id(inbox_id: &str, destination: &str) -> String {
     crate::jobs::outbox_id(inbox_id, destination)

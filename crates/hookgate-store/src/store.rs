@@ -32,8 +32,8 @@ use crate::processing::{
     ProcessingResult, ReleaseRequest, SequenceGapCheck,
 };
 use crate::reconcile::{
-    FindingBatch, FindingQuery, FindingRecord, FoundEvent, MarkerKey, MissingScan, NewRun,
-    OverdueScan, RunRecord, RunState, StuckScan,
+    Checkpoint, FindingBatch, FindingQuery, FindingRecord, FoundEvent, MarkerKey, MissingScan,
+    NewRun, NoRetryWindow, OverdueScan, RunRecord, RunState, StuckScan,
 };
 use crate::rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
@@ -491,6 +491,50 @@ pub trait ReconcileStore: Send + Sync {
         error: Option<&str>,
         now_ms: i64,
     ) -> Result<bool, StoreError>;
+
+    /// Provider reconciliation's checkpoint of the endpoint, if a run completed there.
+    async fn checkpoint(&self, endpoint_id: &str) -> Result<Option<Checkpoint>, StoreError>;
+
+    /// Records a completed provider run: the checkpoint (never moved back) and when.
+    async fn save_checkpoint(
+        &self,
+        endpoint_id: &str,
+        provider: &str,
+        checkpoint_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// The inbox id stored under the unique key, if any (a read: nothing is inserted).
+    async fn inbox_id_of(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Records a no-retry window of the endpoint: the gateway answered non-2xx from
+    /// `started_at_ms` to `ended_at_ms`.
+    async fn record_no_retry_window(
+        &self,
+        endpoint_id: &str,
+        started_at_ms: i64,
+        ended_at_ms: i64,
+    ) -> Result<(), StoreError>;
+
+    /// The endpoint's windows no provider run covered yet, oldest first (at most
+    /// [`crate::reconcile::MAX_OPEN_WINDOWS`]).
+    async fn open_no_retry_windows(
+        &self,
+        endpoint_id: &str,
+    ) -> Result<Vec<NoRetryWindow>, StoreError>;
+
+    /// Marks the endpoint's open windows up to `up_to_window_id` covered at `now_ms`.
+    async fn cover_no_retry_windows(
+        &self,
+        endpoint_id: &str,
+        up_to_window_id: i64,
+        now_ms: i64,
+    ) -> Result<u64, StoreError>;
 }
 
 /// Everything a gateway process uses: the union of the five roles and key rotation

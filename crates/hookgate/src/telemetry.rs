@@ -61,6 +61,8 @@ pub const RECONCILE_RUNS: &str = "hookgate_reconcile_runs_total";
 /// Objects of sequenced endpoints whose gap is open (events wait or are held for a missing
 /// sequence), read from the store at each scrape.
 pub const SEQUENCE_GAPS_OPEN: &str = "hookgate_sequence_gaps_open";
+pub const RECONCILED: &str = "hookgate_reconciled_total";
+pub const PROVIDER_RECONCILE_RUNS: &str = "hookgate_provider_reconcile_runs_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -610,6 +612,32 @@ pub fn reconcile_run_finished(
         None => tracing::info!(run_id, trigger, found, "reconcile run finished"),
         Some(error) => tracing::warn!(run_id, trigger, found, error, "reconcile run failed"),
     }
+}
+
+/// Provider reconciliation looked at one event or delivery: `found` (brought in),
+/// `already_present` (its row exists: a duplicate, nothing else happens) or `redelivered`
+/// (a redelivery requested from the provider).
+pub fn reconciled(provider: &'static str, endpoint: &str, event_id: &str, outcome: &'static str) {
+    counter!(RECONCILED, "provider" => provider, "outcome" => outcome).increment(1);
+    if outcome != "already_present" {
+        tracing::info!(provider, endpoint, event_id, outcome, "provider reconcile");
+    }
+}
+
+/// A provider reconciliation run of one endpoint ended (`done` or `failed`, with why).
+pub fn provider_reconcile_finished(provider: &'static str, endpoint: &str, error: Option<&str>) {
+    let result = if error.is_some() { "failed" } else { "done" };
+    counter!(PROVIDER_RECONCILE_RUNS, "provider" => provider, "result" => result).increment(1);
+    match error {
+        None => tracing::info!(provider, endpoint, "provider reconcile run finished"),
+        Some(error) => tracing::warn!(provider, endpoint, error, "provider reconcile run failed"),
+    }
+}
+
+/// The gateway answered a provider that never retries with non-2xx: its no-retry window
+/// could not be written yet (kept in memory, written when the store is back).
+pub fn no_retry_window_pending(endpoint: &str, error: &hookgate_store::StoreError) {
+    tracing::warn!(endpoint, error = %error, "no-retry window kept in memory until the store is back");
 }
 
 /// A reconciliation store call failed; the stage tries again at its next step.

@@ -324,6 +324,7 @@ impl PackSpec {
         } else {
             id_rule(paths, &self.event_id)?
         };
+        let reconcile = super::reconcile::compile(paths, self.reconcile.as_ref(), &event_id)?;
         let id_in_template = parts.iter().any(|p| matches!(p, Part::Id));
         if id_in_template && !matches!(event_id, IdRule::Headers(_)) {
             return Err(paths.err("signature.signed", "{id} needs an event id from headers"));
@@ -597,6 +598,7 @@ impl PackSpec {
             form_payload_field,
             replay_defence,
             redelivery_horizon_seconds: self.redelivery_horizon_seconds,
+            reconcile,
             key_id_header,
             jwt,
             nonce_header,

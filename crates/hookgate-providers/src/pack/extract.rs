@@ -115,7 +115,7 @@ impl Pack {
         }
     }
 
-    fn envelope(
+    pub(crate) fn envelope(
         &self,
         metadata: &Metadata,
         headers: &HeaderMap,

@@ -125,6 +125,9 @@
 //!   `replay_defence` (`body_digest`: required exactly when neither the id nor a timestamp is
 //!   signed; `signed_token` with `replay_key`, the signed one-time value whose reuse is a
 //!   duplicate), `redelivery_horizon_seconds`.
+//! - `reconcile`: `api` (`stripe_events`) and `horizon_seconds`
+//!   (how far back it lists): whether and how provider reconciliation asks the provider's API
+//!   what it sent ([`ReconcileApi`]).
 //!
 //! Built-in packs are embedded from `packs/*.json` (every file there, sorted by id; `build.rs`
 //! lists them): [`builtin`], [`builtin_packs`].
@@ -155,6 +158,7 @@ mod page;
 mod primitives;
 mod provider_page;
 mod query_signature;
+mod reconcile;
 mod schemes;
 mod sign;
 mod signature_rules;
@@ -174,6 +178,7 @@ pub use generic::BodyDecodeError;
 pub use page::render_providers_markdown;
 pub use primitives::SigningKey;
 pub use provider_page::render_provider_pages;
+pub use reconcile::{ReconcileApi, ReconcileRule, ReconcileSpec};
 pub use trace::{SecretVerdict, Trace, TraceStep};
 pub use user::{UserPackSource, compile_user_pack};
 
@@ -608,6 +613,8 @@ pub struct Pack {
     form_payload_field: Option<&'static str>,
     replay_defence: Option<ReplayDefence>,
     redelivery_horizon_seconds: Option<u64>,
+    /// How the provider's API is reconciled (`reconcile` in the pack).
+    reconcile: Option<reconcile::ReconcileRule>,
     /// `jwt_hmac`: what the token must carry.
     jwt: Option<jwt::JwtRule>,
     /// `url_nonce_hmac`: the header carrying the signed nonce.

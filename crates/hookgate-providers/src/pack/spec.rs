@@ -66,6 +66,9 @@ pub struct PackSpec {
     /// How far back the provider may redeliver an event (automatic retries or manual resends).
     #[serde(default)]
     pub redelivery_horizon_seconds: Option<u64>,
+    /// Whether and how the provider's API lists what it sent (provider reconciliation).
+    #[serde(default)]
+    pub reconcile: Option<super::reconcile::ReconcileSpec>,
     /// Per-endpoint settings the pack reads (`options = { … }` in the endpoint configuration).
     #[serde(default)]
     pub options: Vec<OptionSpec>,

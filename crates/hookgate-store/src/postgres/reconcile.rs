@@ -10,6 +10,10 @@ use super::PostgresStore;
 use super::jobs::bind;
 use super::tx::{Failed, RetryableWrite, with_transaction};
 use crate::reconcile::{
+    COVER_WINDOWS, Checkpoint, INSERT_WINDOW, MAX_OPEN_WINDOWS, NoRetryWindow, OPEN_WINDOWS,
+    POSTGRES_SAVE_CHECKPOINT, SELECT_CHECKPOINT, SELECT_KEY, checkpoint_row, window_row,
+};
+use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
     INSERT_FINDING, INSERT_RUN, MAX_RUN_ERROR, MarkerKey, MissingScan, NewFinding, NewRun,
     ORPHAN_STILL, OverdueScan, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS,
@@ -38,6 +42,63 @@ enum Op<'a> {
         error: Option<&'a str>,
         now_ms: i64,
     },
+}
+
+/// The provider reconciliation's writes.
+enum ProviderOp<'a> {
+    SaveCheckpoint {
+        endpoint_id: &'a str,
+        provider: &'a str,
+        checkpoint_at_ms: i64,
+        now_ms: i64,
+    },
+    RecordWindow {
+        endpoint_id: &'a str,
+        started_at_ms: i64,
+        ended_at_ms: i64,
+    },
+    CoverWindows {
+        endpoint_id: &'a str,
+        up_to: i64,
+        now_ms: i64,
+    },
+}
+
+impl RetryableWrite for ProviderOp<'_> {
+    type Output = u64;
+    const LABEL: &'static str = "provider reconcile";
+
+    async fn run(&self, tx: &Transaction<'_>) -> Result<u64, Failed> {
+        Ok(match self {
+            ProviderOp::SaveCheckpoint {
+                endpoint_id,
+                provider,
+                checkpoint_at_ms,
+                now_ms,
+            } => {
+                let stmt = tx.prepare_cached(POSTGRES_SAVE_CHECKPOINT).await?;
+                tx.execute(&stmt, &[endpoint_id, provider, checkpoint_at_ms, now_ms])
+                    .await?
+            }
+            ProviderOp::RecordWindow {
+                endpoint_id,
+                started_at_ms,
+                ended_at_ms,
+            } => {
+                let stmt = tx.prepare_cached(INSERT_WINDOW.postgres()).await?;
+                tx.execute(&stmt, &[endpoint_id, started_at_ms, ended_at_ms])
+                    .await?
+            }
+            ProviderOp::CoverWindows {
+                endpoint_id,
+                up_to,
+                now_ms,
+            } => {
+                let stmt = tx.prepare_cached(COVER_WINDOWS.postgres()).await?;
+                tx.execute(&stmt, &[endpoint_id, up_to, now_ms]).await?
+            }
+        })
+    }
 }
 
 enum Out {
@@ -216,6 +277,12 @@ impl RetryableWrite for Op<'_> {
 }
 
 impl PostgresStore {
+    async fn provider_write(&self, op: ProviderOp<'_>) -> Result<u64, StoreError> {
+        with_transaction(&self.pool, self.options.request_timeout, &op)
+            .await
+            .map_err(Failed::into_store_error)
+    }
+
     async fn reconcile_write(&self, op: Op<'_>) -> Result<Out, StoreError> {
         with_transaction(&self.pool, self.options.request_timeout, &op)
             .await
@@ -390,5 +457,83 @@ impl ReconcileStore for PostgresStore {
             Out::Count(n) => Ok(n == 1),
             _ => Err(unexpected()),
         }
+    }
+
+    async fn checkpoint(&self, endpoint_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let rows = self
+            .query(SELECT_CHECKPOINT.postgres(), &[&endpoint_id])
+            .await?;
+        rows.first().map(checkpoint_row).transpose()
+    }
+
+    async fn save_checkpoint(
+        &self,
+        endpoint_id: &str,
+        provider: &str,
+        checkpoint_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.provider_write(ProviderOp::SaveCheckpoint {
+            endpoint_id,
+            provider,
+            checkpoint_at_ms,
+            now_ms,
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn inbox_id_of(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .query(
+                SELECT_KEY.postgres(),
+                &[&provider, &endpoint_id, &provider_event_id],
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get::<_, String>(0)))
+    }
+
+    async fn record_no_retry_window(
+        &self,
+        endpoint_id: &str,
+        started_at_ms: i64,
+        ended_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.provider_write(ProviderOp::RecordWindow {
+            endpoint_id,
+            started_at_ms,
+            ended_at_ms,
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn open_no_retry_windows(
+        &self,
+        endpoint_id: &str,
+    ) -> Result<Vec<NoRetryWindow>, StoreError> {
+        let rows = self
+            .query(OPEN_WINDOWS.postgres(), &[&endpoint_id, &MAX_OPEN_WINDOWS])
+            .await?;
+        rows.iter().map(window_row).collect()
+    }
+
+    async fn cover_no_retry_windows(
+        &self,
+        endpoint_id: &str,
+        up_to_window_id: i64,
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        self.provider_write(ProviderOp::CoverWindows {
+            endpoint_id,
+            up_to: up_to_window_id,
+            now_ms,
+        })
+        .await
     }
 }

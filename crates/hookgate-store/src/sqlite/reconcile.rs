@@ -8,6 +8,10 @@ use super::SqliteStore;
 use super::jobs::bind;
 use super::read::mapped;
 use crate::reconcile::{
+    COVER_WINDOWS, Checkpoint, INSERT_WINDOW, MAX_OPEN_WINDOWS, NoRetryWindow, OPEN_WINDOWS,
+    SELECT_CHECKPOINT, SELECT_KEY, SQLITE_SAVE_CHECKPOINT, checkpoint_row, window_row,
+};
+use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
     INSERT_FINDING, INSERT_RUN, MAX_RUN_ERROR, MarkerKey, MissingScan, NewFinding, NewRun,
     ORPHAN_STILL, OverdueScan, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS,
@@ -328,6 +332,106 @@ impl ReconcileStore for SqliteStore {
                     now_ms
                 ])?;
             Ok(n == 1)
+        })
+        .await
+        .map_err(ProcessingError::into_store_error)
+    }
+
+    async fn checkpoint(&self, endpoint_id: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let endpoint_id = endpoint_id.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(SELECT_CHECKPOINT.sqlite())?
+                .query_row([endpoint_id], mapped(|r| checkpoint_row(r)))
+                .optional()
+        })
+        .await
+    }
+
+    async fn save_checkpoint(
+        &self,
+        endpoint_id: &str,
+        provider: &str,
+        checkpoint_at_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (endpoint_id, provider) = (endpoint_id.to_owned(), provider.to_owned());
+        self.write(move |conn| {
+            conn.prepare_cached(SQLITE_SAVE_CHECKPOINT)?
+                .execute(rusqlite::params![
+                    endpoint_id,
+                    provider,
+                    checkpoint_at_ms,
+                    now_ms
+                ])?;
+            Ok(())
+        })
+        .await
+        .map_err(ProcessingError::into_store_error)
+    }
+
+    async fn inbox_id_of(
+        &self,
+        provider: &str,
+        endpoint_id: &str,
+        provider_event_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let key = (
+            provider.to_owned(),
+            endpoint_id.to_owned(),
+            provider_event_id.to_owned(),
+        );
+        self.read(move |conn| {
+            conn.prepare_cached(SELECT_KEY.sqlite())?
+                .query_row(rusqlite::params![key.0, key.1, key.2], |r| r.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn record_no_retry_window(
+        &self,
+        endpoint_id: &str,
+        started_at_ms: i64,
+        ended_at_ms: i64,
+    ) -> Result<(), StoreError> {
+        let endpoint_id = endpoint_id.to_owned();
+        self.write(move |conn| {
+            conn.prepare_cached(INSERT_WINDOW.sqlite())?
+                .execute(rusqlite::params![endpoint_id, started_at_ms, ended_at_ms])?;
+            Ok(())
+        })
+        .await
+        .map_err(ProcessingError::into_store_error)
+    }
+
+    async fn open_no_retry_windows(
+        &self,
+        endpoint_id: &str,
+    ) -> Result<Vec<NoRetryWindow>, StoreError> {
+        let endpoint_id = endpoint_id.to_owned();
+        self.read(move |conn| {
+            conn.prepare_cached(OPEN_WINDOWS.sqlite())?
+                .query_map(
+                    rusqlite::params![endpoint_id, MAX_OPEN_WINDOWS],
+                    mapped(|r| window_row(r)),
+                )?
+                .collect()
+        })
+        .await
+    }
+
+    async fn cover_no_retry_windows(
+        &self,
+        endpoint_id: &str,
+        up_to_window_id: i64,
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let endpoint_id = endpoint_id.to_owned();
+        self.write(move |conn| {
+            let n = conn
+                .prepare_cached(COVER_WINDOWS.sqlite())?
+                .execute(rusqlite::params![endpoint_id, up_to_window_id, now_ms])?;
+            Ok(n as u64)
         })
         .await
         .map_err(ProcessingError::into_store_error)

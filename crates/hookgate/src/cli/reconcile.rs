@@ -5,6 +5,11 @@
 //! workers and relays pick up at their next poll. `--dry-run` changes nothing and writes
 //! nothing (no run record, no findings). Exit 0 when the run completed, whatever it found;
 //! ≠ 0 on a store error. Never refused because another run ran recently.
+//!
+//! Endpoints with `reconcile = { … }` are then reconciled with their provider's API
+//! ([`crate::reconcile::provider`]): each endpoint's object in the output gets `provider`
+//! (what the listing found, or the run's `error`). A provider run that failed (an API refusal
+//! such as 401/403, a store error) makes the exit status ≠ 0; the others still run.
 
 use clap::Args;
 use hookgate_store::{NewRun, RunState, RunTrigger};
@@ -12,6 +17,8 @@ use serde_json::json;
 
 use crate::app::open_store;
 use crate::config::Config;
+use crate::reconcile::api::ApiClient;
+use crate::reconcile::provider::ProviderRun;
 use crate::reconcile::{self, Scope};
 use crate::state::process_clock;
 use crate::telemetry;
@@ -119,14 +126,68 @@ async fn run_once(
         }
     }
     let report = result?;
+    let mut endpoints = report.detailed();
+    let provider_failed =
+        reconcile_providers(store, config, args, since_ms, &mut endpoints).await?;
     println!(
         "{}",
         json!({
             "run_id": (!args.dry_run).then_some(&run_id),
             "dry_run": args.dry_run,
             "total": report.total(),
-            "endpoints": report.detailed(),
+            "endpoints": endpoints,
         })
     );
-    Ok(0)
+    Ok(if provider_failed { 2 } else { 0 })
+}
+
+/// The provider runs of the endpoints in scope, each added to its endpoint's object as
+/// `provider`. `true` when one failed (logged, and its `error` printed).
+async fn reconcile_providers(
+    store: &hookgate_store::SharedStore,
+    config: &Config,
+    args: &ReconcileArgs,
+    since_ms: Option<i64>,
+    endpoints: &mut serde_json::Value,
+) -> anyhow::Result<bool> {
+    let in_scope: Vec<_> = config
+        .endpoints
+        .iter()
+        .filter(|ep| ep.reconcile.is_some())
+        .filter(|ep| args.endpoint.as_ref().is_none_or(|id| *id == ep.id))
+        .collect();
+    if in_scope.is_empty() {
+        return Ok(false);
+    }
+    let client = ApiClient::new()?;
+    let run = ProviderRun {
+        store,
+        config,
+        client: &client,
+        since_ms,
+        dry_run: args.dry_run,
+        now_ms: process_clock().now_ms(),
+    };
+    let mut failed = false;
+    for ep in in_scope {
+        let provider = match run.endpoint(ep).await {
+            Ok(Some(report)) => report.json(),
+            Ok(None) => continue,
+            Err(e) => {
+                failed = true;
+                eprintln!(
+                    "provider reconciliation of endpoint {:?} failed: {e}",
+                    ep.id
+                );
+                json!({ "error": e.to_string() })
+            }
+        };
+        if let Some(slot) = endpoints
+            .as_array_mut()
+            .and_then(|list| list.iter_mut().find(|e| e["endpoint"] == ep.id.as_str()))
+        {
+            slot["provider"] = provider;
+        }
+    }
+    Ok(failed)
 }

@@ -215,6 +215,8 @@ pub struct EndpointConfig {
     pub destinations: Vec<String>,
     /// How long this endpoint's id records are kept (see [`retention`]).
     pub idempotency: retention::IdempotencyWindow,
+    /// Provider reconciliation (`reconcile = { … }`), where the pack supports it.
+    pub reconcile: Option<reconcile::EndpointReconcile>,
 }
 
 /// The business handlers a config can name (`handlers = [...]`).

@@ -177,6 +177,8 @@ pub struct RawEndpoint {
     pub replay_window_seconds: Option<u64>,
     /// How long this endpoint's id records are kept (overrides `[retention]`).
     pub idempotency_days: Option<u32>,
+    /// Provider reconciliation through the provider's API (packs that declare it).
+    pub reconcile: Option<super::reconcile::RawEndpointReconcile>,
     /// The provider API versions this endpoint's consumers understand; others are `HELD`.
     pub api_versions: Option<Vec<String>>,
     /// JSON pointer to the event's sequence within its object (sequenced deltas).

@@ -1,12 +1,196 @@
 //! `[reconcile]`: the internal reconciliation job (the `reconcile` stage and `hookgate
-//! reconcile`): raw keys, resolution with errors naming the key, and `config check`'s lines.
+//! reconcile`), and an endpoint's `reconcile = { … }` (provider reconciliation through the
+//! provider's API, where its pack says how): raw keys, resolution with errors naming the key,
+//! and `config check`'s lines.
 
 use std::fmt::Write;
+use std::net::IpAddr;
+use std::path::Path;
 use std::time::Duration;
 
+use hookgate_providers::pack::{Pack, ReconcileApi};
 use serde::Deserialize;
 
 use super::{ConfigError, err};
+use crate::secrets::{self, SecretSource, SecretString};
+
+pub const DEFAULT_PROVIDER_RECONCILE_INTERVAL_SECONDS: u64 = 600;
+
+/// An endpoint's `reconcile = { api_key, api_base, interval_seconds, hook }` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEndpointReconcile {
+    pub api_key: String,
+    pub api_base: Option<String>,
+    pub interval_seconds: Option<u64>,
+    pub hook: Option<String>,
+}
+
+/// An endpoint's provider reconciliation, resolved.
+#[derive(Debug, Clone)]
+pub struct EndpointReconcile {
+    /// The pack's API (`reconcile.api` in the pack).
+    pub api: ReconcileApi,
+    /// How far back the API lists: a first run without a checkpoint or `--since` looks back
+    /// this far.
+    pub horizon: Duration,
+    /// Without a trailing slash, e.g. `https://api.stripe.com`.
+    pub api_base: String,
+    pub api_key: SecretString,
+    pub api_key_source: SecretSource,
+    /// Time between two scheduled runs of this endpoint (also the least time between two
+    /// scheduled runs, whichever instance makes them).
+    pub interval: Duration,
+    /// GitHub: `repos/{owner}/{repo}/hooks/{id}` or `orgs/{org}/hooks/{id}`.
+    pub hook: Option<String>,
+}
+
+/// Whether `host` is an address on this machine or a private network (allowed for
+/// `api_base` only, with a warning).
+fn private_or_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback() || v4.is_private() || v4.is_link_local(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || (v6.segments()[0] & 0xfe00) == 0xfc00 || v6.is_unicast_link_local()
+        }
+    }
+}
+
+fn host_ip(url: &url::Url) -> Option<IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        url::Host::Domain(_) => None,
+    }
+}
+
+/// `repos/{owner}/{repo}/hooks/{id}` or `orgs/{org}/hooks/{id}`, names without `/`, `?`,
+/// `#` or `%`, a numeric id.
+fn valid_hook(hook: &str) -> bool {
+    let parts: Vec<&str> = hook.split('/').collect();
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 100
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && s != "."
+            && s != ".."
+    };
+    let id_ok = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    match parts.as_slice() {
+        ["repos", owner, repo, "hooks", id] => name_ok(owner) && name_ok(repo) && id_ok(id),
+        ["orgs", org, "hooks", id] => name_ok(org) && id_ok(id),
+        _ => false,
+    }
+}
+
+pub(super) fn resolve_endpoint_reconcile(
+    raw: Option<RawEndpointReconcile>,
+    at: &dyn Fn(&str) -> String,
+    pack: &Pack,
+    base: &Path,
+    warnings: &mut Vec<String>,
+) -> Result<Option<EndpointReconcile>, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let Some(rule) = pack.reconcile() else {
+        return Err(err(
+            at("reconcile"),
+            format!(
+                "provider {} has no API reconciliation in its pack (`reconcile`)",
+                pack.id()
+            ),
+        ));
+    };
+    let api_base = raw
+        .api_base
+        .as_deref()
+        .unwrap_or(rule.api.default_api_base())
+        .trim()
+        .trim_end_matches('/')
+        .to_owned();
+    let url = url::Url::parse(&api_base)
+        .ok()
+        .filter(|u| u.host().is_some() && u.query().is_none() && u.fragment().is_none())
+        .ok_or_else(|| {
+            err(
+                at("reconcile.api_base"),
+                format!(
+                    "must be an https URL without query, e.g. {}",
+                    rule.api.default_api_base()
+                ),
+            )
+        })?;
+    let ip = host_ip(&url);
+    match url.scheme() {
+        "https" => {
+            if ip.is_some_and(private_or_loopback) {
+                warnings.push(format!(
+                    "{} is a private or loopback address",
+                    at("reconcile.api_base")
+                ));
+            }
+        }
+        "http" if ip.is_some_and(|ip| ip.is_loopback()) => warnings.push(format!(
+            "{} is plain http on a loopback address (tests only)",
+            at("reconcile.api_base")
+        )),
+        _ => {
+            return Err(err(
+                at("reconcile.api_base"),
+                "must use https (http only on a loopback address)",
+            ));
+        }
+    }
+    let (api_key_source, api_key) =
+        secrets::resolve(&raw.api_key, base).map_err(|e| err(at("reconcile.api_key"), e))?;
+    if api_key_source == SecretSource::Literal {
+        warnings.push(format!(
+            "{} is a literal in the config file; use env: or file: outside development",
+            at("reconcile.api_key")
+        ));
+    }
+    let interval = raw
+        .interval_seconds
+        .unwrap_or(DEFAULT_PROVIDER_RECONCILE_INTERVAL_SECONDS);
+    if !(10..=86_400).contains(&interval) {
+        return Err(err(at("reconcile.interval_seconds"), "must be 10 to 86400"));
+    }
+    let hook = match (rule.api.needs_hook(), raw.hook) {
+        (true, Some(hook)) if valid_hook(hook.trim_matches('/')) => {
+            Some(hook.trim_matches('/').to_owned())
+        }
+        (true, Some(_)) => {
+            return Err(err(
+                at("reconcile.hook"),
+                "must be repos/{owner}/{repo}/hooks/{id} or orgs/{org}/hooks/{id}",
+            ));
+        }
+        (true, None) => {
+            return Err(err(
+                at("reconcile.hook"),
+                format!("provider {} needs the hook to reconcile", pack.id()),
+            ));
+        }
+        (false, Some(_)) => {
+            return Err(err(
+                at("reconcile.hook"),
+                format!("provider {} has no hook to name", pack.id()),
+            ));
+        }
+        (false, None) => None,
+    };
+    Ok(Some(EndpointReconcile {
+        api: rule.api,
+        horizon: Duration::from_secs(rule.horizon_seconds),
+        api_base,
+        api_key,
+        api_key_source,
+        interval: Duration::from_secs(interval),
+        hook,
+    }))
+}
 
 pub const DEFAULT_RECONCILE_INTERVAL_SECONDS: u64 = 300;
 pub const DEFAULT_RECONCILE_LOOKBACK_HOURS: u64 = 24;
@@ -106,6 +290,33 @@ pub(super) fn render(c: &super::Config, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hooks_are_repository_or_organisation_hooks() {
+        for ok in ["repos/octo/hello-world/hooks/12345", "orgs/octo/hooks/1"] {
+            assert!(valid_hook(ok), "{ok}");
+        }
+        for bad in [
+            "repos/octo/hooks/1",
+            "repos/octo/x/hooks/abc",
+            "orgs/../hooks/1",
+            "orgs/o/hooks/1/deliveries",
+            "users/o/hooks/1",
+            "orgs/o%2F/hooks/1",
+        ] {
+            assert!(!valid_hook(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_private_and_loopback_addresses_are_flagged() {
+        for ip in ["127.0.0.1", "10.1.2.3", "192.168.0.1", "::1", "fd00::1"] {
+            assert!(private_or_loopback(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["8.8.8.8", "2606:4700::1111"] {
+            assert!(!private_or_loopback(ip.parse().unwrap()), "{ip}");
+        }
+    }
 
     #[test]
     fn defaults_follow_the_worker_lease_and_refusals_name_the_key() {

@@ -662,6 +662,8 @@ fn resolve_endpoint(
         }
         handlers.push(kind);
     }
+    let reconcile =
+        super::reconcile::resolve_endpoint_reconcile(e.reconcile, &at, pack, base, warnings)?;
     let object_id_pointer = resolve_pointer(e.object_id_pointer, at("object_id_pointer"), pack)?;
     let object_version_pointer =
         resolve_pointer(e.object_version_pointer, at("object_version_pointer"), pack)?;
@@ -695,5 +697,6 @@ fn resolve_endpoint(
         api_versions: e.api_versions,
         secrets: secrets_out,
         rate_limit: resolve_rate(e.rate_limit, &at("rate_limit"))?,
+        reconcile,
     })
 }

@@ -37,6 +37,13 @@ fn github_endpoint(extra: &str) -> String {
     )
 }
 
+fn stripe_endpoint(extra: &str) -> String {
+    format!(
+        "[[endpoints]]\nid = \"pay\"\nprovider = \"stripe\"\n\
+         secrets = [{{ version = \"v1\", value = \"whsec_x\" }}]\n{extra}"
+    )
+}
+
 fn sw_endpoint(extra: &str) -> String {
     format!(
         "[[endpoints]]\nid = \"sw\"\nprovider = \"standard_webhooks\"\n\
@@ -987,7 +994,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus(&github_endpoint("colour = 1\n")),
-            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`, `api_versions`, `sequence_pointer`, `sequence_gap_seconds`, `sequence_gap_max`, `sequence_start`",
+            "config error at `line 15`: unknown field `colour`, expected one of `id`, `provider`, `tolerance_seconds`, `max_body_bytes`, `allowed_event_types`, `secrets`, `rate_limit`, `retry`, `handlers`, `object_id_pointer`, `object_version_pointer`, `destinations`, `public_url`, `options`, `replay_window_seconds`, `idempotency_days`, `reconcile`, `api_versions`, `sequence_pointer`, `sequence_gap_seconds`, `sequence_gap_max`, `sequence_start`",
         ),
         (
             plus("[[endpoints]]\nid = \"gh\"\nprovider = \"github\"\n"),
@@ -1165,6 +1172,35 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         (
             plus(&sw_endpoint("object_version_pointer = \"data.version\"\n")),
             "config error at `endpoints[0].object_version_pointer`: must be a JSON pointer, e.g. /data/version",
+        ),
+        // Provider reconciliation.
+        (
+            plus(&github_endpoint("reconcile = { api_key = \"k\" }\n")),
+            "config error at `endpoints[0].reconcile`: provider github has no API reconciliation in its pack (`reconcile`)",
+        ),
+        (
+            plus(&stripe_endpoint(
+                "reconcile = { api_key = \"k\", api_base = \"http://api.example.com\" }\n",
+            )),
+            "config error at `endpoints[0].reconcile.api_base`: must use https (http only on a loopback address)",
+        ),
+        (
+            plus(&stripe_endpoint(
+                "reconcile = { api_key = \"k\", api_base = \"https://api.stripe.com?x=1\" }\n",
+            )),
+            "config error at `endpoints[0].reconcile.api_base`: must be an https URL without query, e.g. https://api.stripe.com",
+        ),
+        (
+            plus(&stripe_endpoint(
+                "reconcile = { api_key = \"k\", interval_seconds = 1 }\n",
+            )),
+            "config error at `endpoints[0].reconcile.interval_seconds`: must be 10 to 86400",
+        ),
+        (
+            plus(&stripe_endpoint(
+                "reconcile = { api_key = \"k\", hook = \"orgs/o/hooks/1\" }\n",
+            )),
+            "config error at `endpoints[0].reconcile.hook`: provider stripe has no hook to name",
         ),
         (
             plus(&github_endpoint("retry = { base_ms = 0 }\n")),
@@ -1607,6 +1643,42 @@ fn retention_windows_resolve_per_endpoint() {
             .any(|w| w.contains("endpoints[0].idempotency_days = 7") && w.contains("30 days")),
         "{:?}",
         c.warnings
+    );
+}
+
+#[test]
+fn provider_reconcile_resolves_with_warnings_for_loopback_and_literal_keys() {
+    let c = load(&plus(&stripe_endpoint(
+        "reconcile = { api_key = \"rk_test_1\", api_base = \"http://127.0.0.1:9/\" }\n",
+    )))
+    .unwrap();
+    let rc = c.endpoints[0].reconcile.as_ref().unwrap();
+    assert_eq!(rc.api_base, "http://127.0.0.1:9");
+    assert_eq!(rc.interval, std::time::Duration::from_secs(600));
+    assert_eq!(rc.horizon, std::time::Duration::from_secs(30 * 86_400));
+    assert_eq!(rc.api_key.expose(), "rk_test_1");
+    for needle in [
+        "endpoints[0].reconcile.api_base is plain http on a loopback address",
+        "endpoints[0].reconcile.api_key is a literal",
+    ] {
+        assert!(
+            c.warnings.iter().any(|w| w.contains(needle)),
+            "{needle}: {:?}",
+            c.warnings
+        );
+    }
+    let c = load(&plus(&stripe_endpoint(
+        "reconcile = { api_key = \"rk_test_1\" }\n",
+    )))
+    .unwrap();
+    assert_eq!(
+        c.endpoints[0].reconcile.as_ref().unwrap().api_base,
+        "https://api.stripe.com"
+    );
+    assert!(
+        load(&plus(&stripe_endpoint(""))).unwrap().endpoints[0]
+            .reconcile
+            .is_none()
     );
 }
 

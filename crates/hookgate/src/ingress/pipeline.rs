@@ -456,7 +456,7 @@ where
 /// Webhooks endpoints, whose envelope carries neither; the version orders events, since arrival
 /// order is not event order). A configured pointer that finds nothing usable leaves the field
 /// empty (an event without a version skips the gate) rather than refusing the event.
-fn object_from_pointers(
+pub(crate) fn object_from_pointers(
     cfg: &crate::config::EndpointConfig,
     body: &[u8],
     envelope: &mut hookgate_core::Envelope,

@@ -16,6 +16,9 @@
 //! operator API requested), and by `hookgate reconcile` on the store directly. Every scan is
 //! bounded (`[reconcile] batch_size` rows a read, no payload read).
 
+pub mod api;
+pub mod provider;
+
 use std::collections::BTreeMap;
 
 use hookgate_store::{

@@ -2,6 +2,9 @@
 //! schedule (`[reconcile] interval_seconds`) and the runs the operator API requested
 //! (`POST /api/v1/reconcile`, stored `pending`).
 //!
+//! Endpoints with `reconcile = { … }` are reconciled with their provider's API on their own
+//! schedule (`reconcile.interval_seconds`, see [`Reconcile::provider_runs`]) by the same loop.
+//!
 //! One loop per worker process. A step first leases a requested run (a `pending` one, or a
 //! `running` one whose runner died: its lease expired), runs it and ends it with its summary;
 //! otherwise, when the schedule is due, it records a run of its own and runs it, then trims
@@ -11,6 +14,7 @@
 //! leaves only committed repairs (a requested run is then run again from the start: its
 //! repairs already made are no longer findings).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +23,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{StageLoop, StagePool, Step};
+use crate::reconcile::api::ApiClient;
+use crate::reconcile::provider::ProviderRun;
 use crate::reconcile::{self, Scope};
 use crate::state::AppState;
 use crate::telemetry;
@@ -47,11 +53,15 @@ const TRIM_BATCH: u32 = 1_000;
 pub struct Reconcile {
     state: Arc<AppState>,
     owner: String,
+    /// The providers' API client, made at the first provider run.
+    client: std::sync::OnceLock<Option<ApiClient>>,
 }
 
-/// When the loop's next scheduled run is due.
+/// When the loop's next scheduled runs are due.
 pub struct Schedule {
     next_run: Instant,
+    /// Per endpoint with `reconcile = { … }`: its next provider run at the earliest.
+    next_provider_run: HashMap<String, Instant>,
 }
 
 fn ms(d: Duration) -> i64 {
@@ -63,6 +73,67 @@ impl Reconcile {
         Self {
             state,
             owner: format!("reconcile-{}", uuid::Uuid::now_v7()),
+            client: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The scheduled provider runs that are due: an endpoint's runs are at least its
+    /// `reconcile.interval_seconds` apart, in this process (what it tried, failed or not) and
+    /// across instances on one database (the checkpoint's `updated_at`, written by the last
+    /// run that completed anywhere).
+    pub async fn provider_runs(&self, schedule: &mut Schedule) {
+        let config = self.state.runtime.load_full();
+        let config = &config.config;
+        let due: Vec<_> = config
+            .endpoints
+            .iter()
+            .filter_map(|ep| ep.reconcile.as_ref().map(|rc| (ep, rc.interval)))
+            .filter(|(ep, _)| {
+                schedule
+                    .next_provider_run
+                    .get(&ep.id)
+                    .is_none_or(|at| Instant::now() >= *at)
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let Some(client) = self
+            .client
+            .get_or_init(|| match ApiClient::new() {
+                Ok(client) => Some(client),
+                Err(e) => {
+                    tracing::error!(error = %e, "provider reconcile: no HTTP client");
+                    None
+                }
+            })
+            .as_ref()
+        else {
+            return;
+        };
+        for (ep, interval) in due {
+            schedule
+                .next_provider_run
+                .insert(ep.id.clone(), Instant::now() + interval);
+            let now = self.state.clock.now_ms();
+            match self.state.store.checkpoint(&ep.id).await {
+                Ok(Some(c)) if now.saturating_sub(c.updated_at_ms) < ms(interval) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    telemetry::reconcile_store_failed("checkpoint", &e);
+                    continue;
+                }
+            }
+            let run = ProviderRun {
+                store: &self.state.store,
+                config,
+                client,
+                since_ms: None,
+                dry_run: false,
+                now_ms: now,
+            };
+            // Logged and counted by the run; the next one reads the same span again.
+            let _ = run.endpoint(ep).await;
         }
     }
 
@@ -156,8 +227,10 @@ impl StageLoop for Reconcile {
     }
 
     fn start_loop(&self, _index: usize) -> Schedule {
+        let first = Instant::now() + self.interval().min(FIRST_RUN_MAX_DELAY);
         Schedule {
-            next_run: Instant::now() + self.interval().min(FIRST_RUN_MAX_DELAY),
+            next_run: first,
+            next_provider_run: HashMap::new(),
         }
     }
 
@@ -187,6 +260,9 @@ impl StageLoop for Reconcile {
                 telemetry::reconcile_store_failed("scheduled run", &e);
             }
             schedule.next_run = Instant::now() + self.interval();
+        }
+        if enabled {
+            self.provider_runs(schedule).await;
         }
         Step::Idle
     }

@@ -22,6 +22,7 @@ mod outbound;
 mod pipeline;
 mod postgres;
 mod processing;
+mod provider_reconcile;
 mod providers;
 #[cfg(feature = "rabbitmq")]
 mod rabbitmq;
