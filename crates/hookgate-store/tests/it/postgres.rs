@@ -1647,7 +1647,7 @@ async fn reconcile_tables_upgrade_an_older_database_and_orphan_markers_are_repor
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, 13);
+    assert_eq!(version, LATEST_POSTGRES, "and on to the latest");
     assert!(store.get_event(&id).await.unwrap().is_some(), "no row lost");
     let orphans = store.orphan_markers("ep", None, 10).await.unwrap();
     assert_eq!(orphans.len(), 1);
