@@ -7,7 +7,6 @@
 //! (`X-Shopify-API-Version`).
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use hookgate_core::{EventSource, InboxStatus, OutboxStatus};
@@ -314,25 +313,8 @@ fn api_versions_config_is_validated() {
             "endpoints[0].api_versions[1]",
         ),
     ] {
-        let config = dir.path().join("hookgate.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\n[store]\nurl = \"sqlite://{}\"\n\
-                 [payload_encryption]\nactive = 1\n\
-                 keys = [{{ version = 1, key = \"MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE=\" }}]\n{}",
-                dir.path().join("db.sqlite").display(),
-                endpoint_toml("ep", provider, &[secret], line)
-            ),
-        )
-        .unwrap();
-        let out = Command::new(binary())
-            .args(["config", "check", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{line} must be refused");
+        let (code, _, stderr) = config_check_endpoint(dir.path(), provider, secret, line);
+        assert_ne!(code, 0, "{line} must be refused");
         assert!(stderr.contains(want), "{line}: {stderr}");
     }
 }

@@ -8,7 +8,6 @@
 //! then stale. Bad sequence keys are refused at start-up naming the key.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use hookgate_core::{InboxStatus, Outcome};
@@ -94,19 +93,7 @@ async fn processed_at(store: &SharedStore, id: &str) -> i64 {
 }
 
 fn events(config: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(binary())
-        .arg("events")
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env_remove("HOOKGATE_FAILPOINTS")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    run_hookgate(config, &[&["events"], args].concat())
 }
 
 async fn sequences_apply_in_order(backend: Backend) {
@@ -294,25 +281,8 @@ fn sequence_config_is_validated() {
             "endpoints[0].sequence_pointer",
         ),
     ] {
-        let config = dir.path().join("hookgate.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\n[store]\nurl = \"sqlite://{}\"\n\
-                 [payload_encryption]\nactive = 1\n\
-                 keys = [{{ version = 1, key = \"MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE=\" }}]\n{}",
-                dir.path().join("db.sqlite").display(),
-                endpoint_toml("ep", provider, &[secret], &line)
-            ),
-        )
-        .unwrap();
-        let out = Command::new(binary())
-            .args(["config", "check", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{line} must be refused");
+        let (code, _, stderr) = config_check_endpoint(dir.path(), provider, secret, &line);
+        assert_ne!(code, 0, "{line} must be refused");
         assert!(stderr.contains(want), "{line}: {stderr}");
     }
     // A pointer with the object id from the pack (Stripe) or from object_id_pointer is fine.
@@ -328,29 +298,8 @@ fn sequence_config_is_validated() {
             format!("{pointer}object_id_pointer = \"/id\""),
         ),
     ] {
-        let config = dir.path().join("ok.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\nlisten = \"127.0.0.1:0\"\n[store]\nurl = \"sqlite://{}\"\n\
-                 [payload_encryption]\nactive = 1\n\
-                 keys = [{{ version = 1, key = \"MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE=\" }}]\n{}",
-                dir.path().join("db.sqlite").display(),
-                endpoint_toml("ep", provider, &[secret], &line)
-            ),
-        )
-        .unwrap();
-        let out = Command::new(binary())
-            .args(["config", "check", "--config"])
-            .arg(&config)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{line}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (code, stdout, stderr) = config_check_endpoint(dir.path(), provider, secret, &line);
+        assert_eq!(code, 0, "{line}: {stderr}");
         assert!(stdout.contains("sequence_gap_seconds = 300"), "{stdout}");
     }
 }

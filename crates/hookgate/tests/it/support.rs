@@ -364,3 +364,26 @@ pub(crate) fn assert_refused_naming(files: &GatewayFiles, what: &str, key: &str)
     assert_ne!(code, 0, "serve started with {what}");
     assert!(stderr.contains(key), "{what}: {stderr}");
 }
+
+/// `hookgate config check` on a minimal SQLite config in `dir` with one endpoint
+/// (`endpoint_toml("ep", provider, [secret], extra)`): its exit code, stdout and stderr.
+pub(crate) fn config_check_endpoint(
+    dir: &Path,
+    provider: &str,
+    secret: &str,
+    extra: &str,
+) -> (i32, String, String) {
+    let config = dir.join("hookgate.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[store]\nurl = \"sqlite://{}\"\n\
+             [payload_encryption]\nactive = 1\n\
+             keys = [{{ version = 1, key = \"MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDE=\" }}]\n{}",
+            dir.join("db.sqlite").display(),
+            endpoint_toml("ep", provider, &[secret], extra)
+        ),
+    )
+    .unwrap();
+    run_hookgate(&config, &["config", "check"])
+}
