@@ -250,15 +250,15 @@ impl Pack {
                 self.encoding.encode(&tag[..self.algorithm.tag_len()])
             }),
             Scheme::CanonicalRequestHmac => {
-                let millis = self
-                    .timestamp
-                    .as_ref()
-                    .map_or(request.timestamp * 1000, |rule| {
+                let millis = self.timestamp.as_ref().map_or(
+                    request.timestamp.saturating_mul(1000),
+                    |rule| {
                         timestamp
                             .as_deref()
                             .and_then(|t| self.parse_time(rule.format, t).ok())
-                            .unwrap_or(request.timestamp * 1000)
-                    });
+                            .unwrap_or(request.timestamp.saturating_mul(1000))
+                    },
+                );
                 url.as_deref().zip(shared).and_then(|(url, key)| {
                     let (name, value, signed) = self.sign_canonical_request(
                         url,

@@ -182,3 +182,35 @@ fn a_signature_header_holds_at_most_sixteen_items_in_every_list_format() {
         assert_eq!(run(17), Err(MALFORMED), "{id}: 17 items");
     }
 }
+
+/// Signing never overflows on an absurd clock (the fuzzer's `@now` found a seconds-to-
+/// milliseconds conversion that multiplied without bound): every pack signs a delivery at the
+/// extremes of the clock without a panic.
+#[test]
+fn signing_at_extreme_clocks_does_not_overflow() {
+    for pack in pack::builtin_packs() {
+        let crate::support::Signing::Shared(key) = signer(pack, &[7; 32], 1).signing else {
+            continue;
+        };
+        for timestamp in [i64::MAX / 100, i64::MAX, i64::MIN / 100, i64::MIN] {
+            let request = hookgate_providers::SignRequest {
+                event_id: "evt_extreme",
+                event_type: Some("x"),
+                timestamp,
+                body: br#"{"id":"evt_extreme"}"#,
+            };
+            let target = pack::SignTarget {
+                public_url: Some("https://hooks.example/in"),
+                options: None,
+            };
+            let signed = std::panic::catch_unwind(|| {
+                pack.sign_delivery(&key, &request, &target);
+            });
+            assert!(
+                signed.is_ok(),
+                "{}: signing at {timestamp} panicked",
+                pack.id()
+            );
+        }
+    }
+}
