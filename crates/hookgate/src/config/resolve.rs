@@ -159,7 +159,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
     if endpoints.is_empty() {
         warnings.push("no [[endpoints]] configured: every webhook will get 404".into());
     }
-    check_filter_providers(&destinations, &endpoints)?;
+    destinations::filter::check_providers(&destinations, &endpoints)?;
     check_handler_timeouts(&endpoints, &providers, &worker)?;
     let secrets = resolve_secrets(
         raw.secrets.as_ref(),
@@ -479,40 +479,6 @@ fn decode_key32(
         .try_into()
         .map_err(|_| err(key_name, "must be 32 bytes, base64-encoded"))?;
     Ok((source, Zeroizing::new(key)))
-}
-
-/// A filter's `providers` entry that no endpoint routing to the destination has would never
-/// match (a typo such as `strpe` would silently drop every event): refused, naming it.
-fn check_filter_providers(
-    destinations: &[super::destinations::DestinationConfig],
-    endpoints: &[EndpointConfig],
-) -> Result<(), ConfigError> {
-    for (i, d) in destinations.iter().enumerate() {
-        let Some(providers) = d.filter.as_ref().and_then(|f| f.providers.as_ref()) else {
-            continue;
-        };
-        let routed: Vec<&str> = endpoints
-            .iter()
-            .filter(|e| e.destinations.contains(&d.id))
-            .map(|e| e.pack.id())
-            .collect();
-        // A destination no endpoint routes to yet gets nothing anyway.
-        if routed.is_empty() {
-            continue;
-        }
-        for (j, p) in providers.iter().enumerate() {
-            if !routed.contains(&p.as_str()) {
-                return Err(err(
-                    format!("destinations[{i}].filter.providers[{j}]"),
-                    format!(
-                        "no endpoint that routes to {:?} has provider {p:?}, so it would never match",
-                        d.id
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn resolve_endpoint(

@@ -332,6 +332,40 @@ fn resolve_predicate(item: toml::Value, key: &str) -> Result<Predicate, ConfigEr
     Ok(Predicate { pointer, op })
 }
 
+/// A filter's `providers` entry that no endpoint routing to the destination has would never
+/// match (a typo such as `strpe` would silently drop every event): refused, naming it.
+pub(crate) fn check_providers(
+    destinations: &[super::DestinationConfig],
+    endpoints: &[crate::config::EndpointConfig],
+) -> Result<(), ConfigError> {
+    for (i, d) in destinations.iter().enumerate() {
+        let Some(providers) = d.filter.as_ref().and_then(|f| f.providers.as_ref()) else {
+            continue;
+        };
+        let routed: Vec<&str> = endpoints
+            .iter()
+            .filter(|e| e.destinations.contains(&d.id))
+            .map(|e| e.pack.id())
+            .collect();
+        // A destination no endpoint routes to yet gets nothing anyway.
+        if routed.is_empty() {
+            continue;
+        }
+        for (j, p) in providers.iter().enumerate() {
+            if !routed.contains(&p.as_str()) {
+                return Err(err(
+                    format!("destinations[{i}].filter.providers[{j}]"),
+                    format!(
+                        "no endpoint that routes to {:?} has provider {p:?}, so it would never match",
+                        d.id
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
