@@ -19,6 +19,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
+# The instrumented release build needs a few GiB; a full disk makes the linker die of SIGBUS,
+# which reads like a toolchain bug. Say what is wrong instead.
+need_kib=$((3 * 1024 * 1024))
+free_kib=$(df -Pk "$PWD" | awk 'NR == 2 { print $4 }')
+if [ "$free_kib" -lt "$need_kib" ]; then
+    echo "fuzz smoke run: only $((free_kib / 1024)) MiB free on $(df -P "$PWD" | awk 'NR == 2 { print $6 }');" \
+        "the fuzz build needs at least 3 GiB (free space, e.g. cargo clean in other checkouts)" >&2
+    exit 1
+fi
+
 cd "$crate"
 echo "== cargo fuzz build (stable, --sanitizer none)"
 cargo fuzz build --sanitizer none --target-dir "$target_dir"

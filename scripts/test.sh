@@ -17,6 +17,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Line tables are enough for a failing test's backtrace; full debug info triples the target
+# dir (the fuzz build and the standalone copy need disk after it). Set either to override.
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+export CARGO_PROFILE_TEST_DEBUG="${CARGO_PROFILE_TEST_DEBUG:-line-tables-only}"
+
 scripts/ensure-postgres.sh
 scripts/ensure-nats.sh
 scripts/ensure-rabbitmq.sh

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use hookgate_store::SharedStore;
@@ -21,16 +22,79 @@ use crate::state::{AppState, Clock, Runtime};
 use crate::tasks::StoppableTasks;
 use crate::{admin, ingress, telemetry};
 
-/// Opens the backend named by `store.url` (see [`hookgate_store::open`]).
+/// Opens the backend named by `store.url` (see [`hookgate_store::open`]) once: the commands
+/// that work on the store directly fail at once when it cannot be reached.
 pub async fn open_store(config: &Config) -> anyhow::Result<SharedStore> {
-    let url = &config.store.url;
-    let options = hookgate_store::OpenOptions {
+    hookgate_store::open(&config.store.url, store_options(config))
+        .await
+        .with_context(|| cannot_open(config))
+}
+
+/// The longest pause between two attempts of [`open_store_waiting`].
+const STARTUP_RETRY_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// Opens the store for a starting gateway: while the database is unreachable (not started
+/// yet, restarting, a connection that timed out on a loaded host) it tries again, with a
+/// growing pause and a warning per attempt, for at most `store.startup_wait_seconds`. What
+/// retrying cannot fix (a bad URL, a refused migration, corrupt data) fails at once.
+pub async fn open_store_waiting(config: &Config) -> anyhow::Result<SharedStore> {
+    let deadline = tokio::time::Instant::now() + config.store.startup_wait;
+    let mut pause = Duration::from_millis(250);
+    let mut attempt: u32 = 1;
+    loop {
+        match hookgate_store::open(&config.store.url, store_options(config)).await {
+            Ok(store) => {
+                if attempt > 1 {
+                    tracing::info!(attempt, "store reachable; starting");
+                }
+                return Ok(store);
+            }
+            Err(error) if is_transient(&error) => {
+                let now = tokio::time::Instant::now();
+                if now + pause > deadline {
+                    return Err(anyhow::Error::new(error).context(format!(
+                        "{} (gave up after {attempt} attempts within store.startup_wait_seconds = {})",
+                        cannot_open(config),
+                        config.store.startup_wait.as_secs()
+                    )));
+                }
+                tracing::warn!(
+                    attempt,
+                    retry_in_ms = pause.as_millis() as u64,
+                    error = %error,
+                    "store not reachable yet; trying again"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(STARTUP_RETRY_MAX_PAUSE);
+                attempt += 1;
+            }
+            Err(error) => return Err(anyhow::Error::new(error).context(cannot_open(config))),
+        }
+    }
+}
+
+/// Whether another attempt may succeed: the database was unreachable or overloaded, not
+/// misconfigured or inconsistent.
+fn is_transient(error: &hookgate_store::StoreError) -> bool {
+    use hookgate_store::StoreError;
+    matches!(
+        error,
+        StoreError::Unavailable(_) | StoreError::CommitUnknown(_) | StoreError::Overloaded
+    )
+}
+
+fn store_options(config: &Config) -> hookgate_store::OpenOptions {
+    hookgate_store::OpenOptions {
         pool_size: config.store.pool_size,
         group_commit: config.store.group_commit.clone(),
-    };
-    hookgate_store::open(url, options)
-        .await
-        .with_context(|| format!("store.url: cannot open {}", crate::config::redact_url(url)))
+    }
+}
+
+fn cannot_open(config: &Config) -> String {
+    format!(
+        "store.url: cannot open {}",
+        crate::config::redact_url(&config.store.url)
+    )
 }
 
 /// What one gateway process does. A role whose configuration is absent (no `[admin]`,
@@ -160,7 +224,7 @@ impl Gateway {
         config.check_dev_only(roles.ingress, parts.dev)?;
         let store = match parts.store {
             Some(store) => store,
-            None => open_store(&config).await?,
+            None => open_store_waiting(&config).await?,
         };
         let key_rows =
             crate::stage::reseal::refuse_removed_versions(&store, &config.payload_keys).await?;

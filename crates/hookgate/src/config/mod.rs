@@ -121,6 +121,9 @@ pub struct StoreConfig {
     pub url_source: Option<SecretSource>,
     pub group_commit: GroupCommitOptions,
     pub pool_size: usize,
+    /// `startup_wait_seconds`: how long `serve` and `worker` keep trying to reach the store
+    /// at start before giving up (0 = fail at the first unreachable attempt).
+    pub startup_wait: Duration,
 }
 
 impl std::fmt::Debug for StoreConfig {
@@ -130,6 +133,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("url_source", &self.url_source)
             .field("group_commit", &self.group_commit)
             .field("pool_size", &self.pool_size)
+            .field("startup_wait", &self.startup_wait)
             .finish()
     }
 }

@@ -125,6 +125,7 @@ pub struct RawStore {
     pub queue_capacity: Option<usize>,
     pub max_queue_wait_ms: Option<u64>,
     pub pool_size: Option<usize>,
+    pub startup_wait_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]

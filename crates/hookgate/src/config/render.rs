@@ -71,12 +71,13 @@ pub fn render_redacted(c: &Config) -> String {
     }
     let _ = writeln!(
         out,
-        "group_commit = {}\nmax_batch = {}\nqueue_capacity = {}\nmax_queue_wait_ms = {}\npool_size = {}",
+        "group_commit = {}\nmax_batch = {}\nqueue_capacity = {}\nmax_queue_wait_ms = {}\npool_size = {}\nstartup_wait_seconds = {}",
         st.group_commit.enabled,
         st.group_commit.max_batch,
         st.group_commit.queue_capacity,
         st.group_commit.max_queue_wait.as_millis(),
-        st.pool_size
+        st.pool_size,
+        st.startup_wait.as_secs()
     );
     let _ = writeln!(
         out,

@@ -43,6 +43,7 @@ pub(super) fn resolve_store(
             )? as u64),
         },
         pool_size: positive(raw.pool_size, 16, "store.pool_size")?,
+        startup_wait: Duration::from_secs(startup_wait_seconds(raw.startup_wait_seconds)?),
     };
     if !store.group_commit.enabled {
         warnings.push(
@@ -50,6 +51,24 @@ pub(super) fn resolve_store(
         );
     }
     Ok(store)
+}
+
+/// How long a starting gateway waits for an unreachable store by default: long enough for a
+/// database started beside it (a compose file, a restarting pod) to come up.
+const DEFAULT_STARTUP_WAIT_SECONDS: u64 = 30;
+
+/// Beyond an hour a gateway that cannot reach its store should fail and be seen failing.
+const MAX_STARTUP_WAIT_SECONDS: u64 = 3_600;
+
+fn startup_wait_seconds(written: Option<u64>) -> Result<u64, ConfigError> {
+    match written {
+        None => Ok(DEFAULT_STARTUP_WAIT_SECONDS),
+        Some(s) if s <= MAX_STARTUP_WAIT_SECONDS => Ok(s),
+        Some(_) => Err(err(
+            "store.startup_wait_seconds",
+            format!("must be at most {MAX_STARTUP_WAIT_SECONDS}"),
+        )),
+    }
 }
 
 /// `store.url` as written, or read from `env:NAME` / `file:PATH` so that the password is not in

@@ -127,6 +127,7 @@ fn config_defaults_of_the_smallest_file() {
         Duration::from_millis(250)
     );
     assert_eq!(c.store.pool_size, 16);
+    assert_eq!(c.store.startup_wait, Duration::from_secs(30));
     assert_eq!(c.payload_keys.active, 1);
     assert_eq!(c.payload_keys.keys.len(), 1);
     assert_eq!(c.log.format, LogFormat::Text);
@@ -845,6 +846,13 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
                 "url = \"sqlite://x.db\"\npool_size = 0\n",
             ),
             "config error at `store.pool_size`: must be greater than 0",
+        ),
+        (
+            base_with(
+                "url = \"sqlite://x.db\"\n",
+                "url = \"sqlite://x.db\"\nstartup_wait_seconds = 3601\n",
+            ),
+            "config error at `store.startup_wait_seconds`: must be at most 3600",
         ),
         (
             base_with(
@@ -1826,6 +1834,7 @@ max_batch = 512
 queue_capacity = 8192
 max_queue_wait_ms = 250
 pool_size = 16
+startup_wait_seconds = 30
 
 [payload_encryption]
 active = 1

@@ -590,6 +590,48 @@ async fn database_outage_gives_fast_503_and_recovers_without_restart() {
     drop(cluster);
 }
 
+/// A gateway started while its database is down keeps trying (a warning per attempt) and
+/// serves once the database comes up, within `store.startup_wait_seconds`; one whose wait runs
+/// out exits non-zero and says why.
+#[tokio::test]
+async fn serve_waits_for_a_database_that_starts_late() {
+    let cluster = hookgate_testkit::throwaway_cluster();
+    let url = cluster.create_database("hookgate_late").await;
+    cluster.stop();
+
+    let files = gateway(&url)
+        .store_settings("startup_wait_seconds = 25")
+        .write()
+        .await;
+    let mut waiting = BinaryGateway::launch(BinaryRole::Serve, &files.config_path, None);
+    waiting.wait_for_log("store not reachable yet; trying again");
+    cluster.start();
+    waiting.wait_listening();
+    let r = send_raw(
+        waiting.addr(),
+        &delivery("standard_webhooks", "evt_late", unix_now()),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "accepted");
+    let logs = waiting.terminate();
+    assert!(logs.contains("store reachable; starting"), "{logs}");
+
+    cluster.stop();
+    let files = gateway(&url)
+        .store_settings("startup_wait_seconds = 1")
+        .write()
+        .await;
+    let mut giving_up = BinaryGateway::launch(BinaryRole::Serve, &files.config_path, None);
+    let status = giving_up.wait_exit();
+    let logs = giving_up.take_logs();
+    assert!(!status.success(), "{status:?}: {logs}");
+    assert!(
+        logs.contains("within store.startup_wait_seconds = 1"),
+        "names the setting: {logs}"
+    );
+    drop(cluster);
+}
+
 /// Sends on a fresh connection; `None` when the connection closed without an answer.
 #[cfg(feature = "failpoints")]
 fn try_send(addr: SocketAddr, bytes: &[u8]) -> Option<RawResponse> {
