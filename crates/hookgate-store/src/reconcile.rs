@@ -32,14 +32,20 @@ pub enum FindingKind {
     /// A `processed_events` marker whose inbox row is gone. Not safe to redo anything:
     /// reported only.
     OrphanMarker,
+    /// A `RECEIVED` row of a sequenced endpoint waiting (not due by design) for an earlier
+    /// sequence of its object, received more than the grace ago. Nothing is safe to redo (the
+    /// `sequence_gaps` stage holds the gap when its window ends; only the missing event or an
+    /// operator's release moves it): reported, so a run shows what waits.
+    SequenceWaiting,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 4] = [
+    pub const ALL: [FindingKind; 5] = [
         FindingKind::ReceivedOverdue,
         FindingKind::MissingOutbox,
         FindingKind::OutboxStuck,
         FindingKind::OrphanMarker,
+        FindingKind::SequenceWaiting,
     ];
 
     /// The stored name and the `kind` metric label.
@@ -49,6 +55,7 @@ impl FindingKind {
             FindingKind::MissingOutbox => "missing_outbox",
             FindingKind::OutboxStuck => "outbox_stuck",
             FindingKind::OrphanMarker => "orphan_marker",
+            FindingKind::SequenceWaiting => "sequence_waiting",
         }
     }
 
@@ -61,7 +68,7 @@ impl FindingKind {
         match self {
             FindingKind::ReceivedOverdue | FindingKind::OutboxStuck => FindingAction::MadeDue,
             FindingKind::MissingOutbox => FindingAction::Enqueued,
-            FindingKind::OrphanMarker => FindingAction::Reported,
+            FindingKind::OrphanMarker | FindingKind::SequenceWaiting => FindingAction::Reported,
         }
     }
 }
@@ -79,7 +86,7 @@ pub enum FindingAction {
     MadeDue,
     /// The missing delivery was inserted `PENDING` (`missing_outbox`).
     Enqueued,
-    /// Nothing is safe to redo: listed for an operator (`orphan_marker`).
+    /// Nothing is safe to redo: listed for an operator (`orphan_marker`, `sequence_waiting`).
     Reported,
     /// A dry run through the operator API: found, listed, nothing changed.
     DryRun,
@@ -394,6 +401,23 @@ pub(crate) static SCAN_OVERDUE: Statement = Statement::new(
            AND (i.lease_until IS NULL OR i.lease_until <= $2) \
            AND i.received_at >= $3 \
          ORDER BY i.next_attempt_at, i.inbox_id LIMIT $4",
+);
+
+/// Parameters: endpoint, threshold, since, limit: rows waiting for a missing sequence,
+/// received at or before the threshold; oldest first.
+pub(crate) static SCAN_WAITING: Statement = Statement::new(
+    "SELECT i.inbox_id, i.provider, i.endpoint_id, i.provider_event_id, i.event_type, i.received_at \
+         FROM inbox i \
+         WHERE i.status = 'RECEIVED' AND i.endpoint_id = $1 \
+           AND i.sequence_waiting_for IS NOT NULL AND i.released_at IS NULL \
+           AND i.received_at <= $2 AND i.received_at >= $3 \
+         ORDER BY i.received_at, i.inbox_id LIMIT $4",
+);
+
+/// Parameter: inbox id. The row still waits (a `sequence_waiting` finding holds).
+pub(crate) static WAITING_STILL: Statement = Statement::new(
+    "SELECT 1 FROM inbox WHERE inbox_id = $1 AND status = 'RECEIVED' \
+       AND sequence_waiting_for IS NOT NULL AND released_at IS NULL",
 );
 
 /// Parameters: endpoint, destination, since, after received_at, after inbox id, limit.

@@ -436,6 +436,13 @@ pub trait ReconcileStore: Send + Sync {
     async fn overdue_received(&self, scan: &OverdueScan<'_>)
     -> Result<Vec<FoundEvent>, StoreError>;
 
+    /// `RECEIVED` rows of the endpoint waiting for a missing sequence, received at or before
+    /// `threshold_ms` (and at or after `since_ms`); oldest first, at most `limit`.
+    async fn waiting_for_sequence(
+        &self,
+        scan: &OverdueScan<'_>,
+    ) -> Result<Vec<FoundEvent>, StoreError>;
+
     /// `PROCESSED`/`applied` rows of the endpoint, payload stored, received at or after
     /// `since_ms`, without a delivery to the destination; in `(received_at, inbox_id)` order
     /// after `after`, at most `limit`.

@@ -213,6 +213,8 @@ pub struct AppState {
     pub api_tokens: ArcSwap<crate::admin::api::auth::ApiTokens>,
     /// The rejection log's sampler and ring (drained by `rejections::flusher`).
     pub rejections: crate::rejections::RejectionLog,
+    /// Provider reconcile runs the `sequence_gaps` stage asked the `reconcile` stage for.
+    pub provider_asks: crate::reconcile::asks::ProviderAsks,
 }
 
 impl AppState {
@@ -242,6 +244,7 @@ impl AppState {
             verifies_webhooks,
             api_tokens: ArcSwap::from_pointee(Default::default()),
             rejections,
+            provider_asks: Default::default(),
         })
     }
 }

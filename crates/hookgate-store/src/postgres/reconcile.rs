@@ -17,8 +17,9 @@ use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
     INSERT_FINDING, INSERT_RUN, MAX_RUN_ERROR, MarkerKey, MissingScan, NewFinding, NewRun,
     ORPHAN_STILL, OverdueScan, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS,
-    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_OVERDUE, SCAN_STUCK, StuckScan,
-    TRIM_FINDINGS, finding_record, found_event, list_sql, marker_key, outbox_id, run_record,
+    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_OVERDUE, SCAN_STUCK, SCAN_WAITING,
+    StuckScan, TRIM_FINDINGS, WAITING_STILL, finding_record, found_event, list_sql, marker_key,
+    outbox_id, run_record,
 };
 use crate::{ReconcileStore, StoreError};
 
@@ -133,6 +134,10 @@ async fn repair(
             let stmt = tx.prepare_cached(REPAIR_STUCK.postgres()).await?;
             tx.execute(&stmt, &[&outbox_id(id, destination), &threshold, &now])
                 .await?
+        }
+        FindingKind::SequenceWaiting => {
+            let stmt = tx.prepare_cached(WAITING_STILL.postgres()).await?;
+            u64::from(tx.query_opt(&stmt, &[&id]).await?.is_some())
         }
         FindingKind::OrphanMarker => {
             let stmt = tx.prepare_cached(ORPHAN_STILL.postgres()).await?;
@@ -312,6 +317,23 @@ impl ReconcileStore for PostgresStore {
         let limit = i64::from(scan.limit);
         self.found(
             SCAN_OVERDUE.postgres(),
+            &[
+                &scan.endpoint_id,
+                &scan.threshold_ms,
+                &scan.since_ms,
+                &limit,
+            ],
+        )
+        .await
+    }
+
+    async fn waiting_for_sequence(
+        &self,
+        scan: &OverdueScan<'_>,
+    ) -> Result<Vec<FoundEvent>, StoreError> {
+        let limit = i64::from(scan.limit);
+        self.found(
+            SCAN_WAITING.postgres(),
             &[
                 &scan.endpoint_id,
                 &scan.threshold_ms,

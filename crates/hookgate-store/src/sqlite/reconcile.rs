@@ -15,8 +15,9 @@ use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
     INSERT_FINDING, INSERT_RUN, MAX_RUN_ERROR, MarkerKey, MissingScan, NewFinding, NewRun,
     ORPHAN_STILL, OverdueScan, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS,
-    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_OVERDUE, SCAN_STUCK, StuckScan,
-    TRIM_FINDINGS, finding_record, found_event, list_sql, marker_key, outbox_id, run_record,
+    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_OVERDUE, SCAN_STUCK, SCAN_WAITING,
+    StuckScan, TRIM_FINDINGS, WAITING_STILL, finding_record, found_event, list_sql, marker_key,
+    outbox_id, run_record,
 };
 use crate::rejections::sqlite_text;
 use crate::{ProcessingError, ReconcileStore, StoreError};
@@ -54,6 +55,11 @@ fn repair(conn: &Connection, f: &NewFinding, threshold: i64, now: i64) -> rusqli
                     now
                 ])?
         }
+        FindingKind::SequenceWaiting => conn
+            .prepare_cached(WAITING_STILL.sqlite())?
+            .query_row([id], |_| Ok(()))
+            .optional()?
+            .map_or(0, |()| 1),
         FindingKind::OrphanMarker => conn
             .prepare_cached(ORPHAN_STILL.sqlite())?
             .query_row(
@@ -119,6 +125,26 @@ impl ReconcileStore for SqliteStore {
             events(
                 conn,
                 SCAN_OVERDUE.sqlite(),
+                rusqlite::params![endpoint, threshold, since, limit],
+            )
+        })
+        .await
+    }
+
+    async fn waiting_for_sequence(
+        &self,
+        scan: &OverdueScan<'_>,
+    ) -> Result<Vec<FoundEvent>, StoreError> {
+        let (endpoint, threshold, since, limit) = (
+            scan.endpoint_id.to_owned(),
+            scan.threshold_ms,
+            scan.since_ms,
+            i64::from(scan.limit),
+        );
+        self.read(move |conn| {
+            events(
+                conn,
+                SCAN_WAITING.sqlite(),
                 rusqlite::params![endpoint, threshold, since, limit],
             )
         })

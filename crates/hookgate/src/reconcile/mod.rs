@@ -1,12 +1,13 @@
 //! Reconciliation inside the gateway (issue 18): one run compares accepted inbox rows with
-//! processed markers and outbox deliveries, per configured endpoint, and finds four kinds of
-//! lost work ([`FindingKind`]): `received_overdue`, `missing_outbox`, `outbox_stuck` and
-//! `orphan_marker` (docs/reconcile.md says what each means).
+//! processed markers and outbox deliveries, per configured endpoint, and finds five kinds of
+//! lost or stalled work ([`FindingKind`]): `received_overdue`, `missing_outbox`,
+//! `outbox_stuck`, `orphan_marker` and `sequence_waiting` (docs/reconcile.md says what each
+//! means).
 //!
 //! What is safe to redo is re-enqueued: an overdue row or a stuck delivery is made due now,
 //! a missing delivery is inserted `PENDING` (its idempotency key is the inbox id, like every
 //! delivery processing writes, so a consumer that saw it already drops it). What is not safe
-//! (an orphan marker) is reported only. Every repair re-checks, in its own statement, what
+//! (an orphan marker, a row waiting for a missing sequence) is reported only. Every repair re-checks, in its own statement, what
 //! the scan found, and is recorded in `reconcile_findings` in the same transaction
 //! ([`hookgate_store::ReconcileStore::record_findings`]): a row a worker took meanwhile is not
 //! touched, two instances reconciling at once repair each thing once, and a run killed at any
@@ -17,6 +18,7 @@
 //! bounded (`[reconcile] batch_size` rows a read, no payload read).
 
 pub mod api;
+pub mod asks;
 pub mod provider;
 
 use std::collections::BTreeMap;
@@ -294,6 +296,23 @@ impl Run<'_> {
         let findings = overdue
             .iter()
             .map(|e| event_finding(FindingKind::ReceivedOverdue, e, None))
+            .collect();
+        self.settle(findings, &mut report).await?;
+
+        let waiting = self
+            .store
+            .waiting_for_sequence(&OverdueScan {
+                endpoint_id: &ep.id,
+                threshold_ms: self.threshold_ms,
+                since_ms: since_all,
+                limit,
+            })
+            .await
+            .map_err(store_err("rows waiting for a sequence"))?;
+        report.more |= waiting.len() >= limit as usize;
+        let findings = waiting
+            .iter()
+            .map(|e| event_finding(FindingKind::SequenceWaiting, e, None))
             .collect();
         self.settle(findings, &mut report).await?;
 

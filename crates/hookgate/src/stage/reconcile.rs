@@ -3,7 +3,9 @@
 //! (`POST /api/v1/reconcile`, stored `pending`).
 //!
 //! Endpoints with `reconcile = { … }` are reconciled with their provider's API on their own
-//! schedule (`reconcile.interval_seconds`, see [`Reconcile::provider_runs`]) by the same loop.
+//! schedule (`reconcile.interval_seconds`, see [`Reconcile::provider_runs`]) by the same loop,
+//! and at once when the `sequence_gaps` stage asks for a missing event
+//! ([`crate::reconcile::asks`]).
 //!
 //! One loop per worker process. A step first leases a requested run (a `pending` one, or a
 //! `running` one whose runner died: its lease expired), runs it and ends it with its summary;
@@ -84,15 +86,21 @@ impl Reconcile {
     pub async fn provider_runs(&self, schedule: &mut Schedule) {
         let config = self.state.runtime.load_full();
         let config = &config.config;
+        let asked = self.state.provider_asks.take();
         let due: Vec<_> = config
             .endpoints
             .iter()
             .filter_map(|ep| ep.reconcile.as_ref().map(|rc| (ep, rc.interval)))
-            .filter(|(ep, _)| {
-                schedule
-                    .next_provider_run
-                    .get(&ep.id)
-                    .is_none_or(|at| Instant::now() >= *at)
+            .map(|(ep, interval)| {
+                let since = asked.iter().find(|(id, _)| *id == ep.id).map(|(_, s)| *s);
+                (ep, interval, since)
+            })
+            .filter(|(ep, _, since)| {
+                since.is_some()
+                    || schedule
+                        .next_provider_run
+                        .get(&ep.id)
+                        .is_none_or(|at| Instant::now() >= *at)
             })
             .collect();
         if due.is_empty() {
@@ -111,13 +119,18 @@ impl Reconcile {
         else {
             return;
         };
-        for (ep, interval) in due {
+        for (ep, interval, asked_since) in due {
             schedule
                 .next_provider_run
                 .insert(ep.id.clone(), Instant::now() + interval);
             let now = self.state.clock.now_ms();
             match self.state.store.checkpoint(&ep.id).await {
-                Ok(Some(c)) if now.saturating_sub(c.updated_at_ms) < ms(interval) => continue,
+                Ok(Some(c))
+                    if asked_since.is_none()
+                        && now.saturating_sub(c.updated_at_ms) < ms(interval) =>
+                {
+                    continue;
+                }
                 Ok(_) => {}
                 Err(e) => {
                     telemetry::reconcile_store_failed("checkpoint", &e);
@@ -128,7 +141,7 @@ impl Reconcile {
                 store: &self.state.store,
                 config,
                 client,
-                since_ms: None,
+                since_ms: asked_since,
                 dry_run: false,
                 now_ms: now,
             };

@@ -3,6 +3,9 @@
 //! their waiting events set aside as `HELD` with a reason naming the missing sequence (one
 //! statement per endpoint, `ProcessingStore::hold_sequence_gaps`). Nothing is skipped: an
 //! operator's `hookgate events release` applies the held events in order over the gap.
+//! Where the endpoint is reconciled with its provider (`reconcile = { … }`), the `reconcile`
+//! stage is asked for a run at once ([`crate::reconcile::asks`]): the missing event it brings
+//! in is applied, and the held ones, released, then follow it in order rather than over it.
 //!
 //! Stateless: gap openings are stored (`object_sequence.gap_opened_at`), so a restart loses
 //! nothing and several instances may run it on one database (a row is held once).
@@ -14,6 +17,7 @@ use hookgate_store::{SequenceGapCheck, StoreError};
 use tokio::sync::watch;
 
 use super::{StageLoop, StagePool, Step};
+use crate::reconcile::asks::GAP_LOOKBACK;
 use crate::state::AppState;
 use crate::telemetry;
 
@@ -69,7 +73,8 @@ impl SequenceGaps {
                     sequencing.gap_max
                 ),
             };
-            for gap in self.state.store.hold_sequence_gaps(check).await? {
+            let gaps = self.state.store.hold_sequence_gaps(check).await?;
+            for gap in &gaps {
                 telemetry::sequence_gap_held(
                     &endpoint.config.id,
                     &gap.object_id,
@@ -77,6 +82,18 @@ impl SequenceGaps {
                     gap.rows,
                 );
                 held += gap.rows;
+            }
+            if !gaps.is_empty() && endpoint.config.reconcile.is_some() {
+                // The provider may still list the missing event: ask for it now, from
+                // before the gap opened.
+                let lookback_ms = i64::try_from(GAP_LOOKBACK.as_millis()).unwrap_or(i64::MAX);
+                let since_ms = now_ms.saturating_sub(gap_ms).saturating_sub(lookback_ms);
+                self.state.provider_asks.ask(&endpoint.config.id, since_ms);
+                tracing::info!(
+                    endpoint = %endpoint.config.id,
+                    since_ms,
+                    "sequence gap held; provider reconciliation asked for the missing events"
+                );
             }
         }
         Ok(held)

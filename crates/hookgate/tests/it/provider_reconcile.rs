@@ -448,3 +448,128 @@ async fn the_stage_reconciles_with_stripe_on_its_schedule() {
     assert_eq!(state.lock().unwrap().queries.len(), 1);
     p.terminate();
 }
+
+/// A Stripe event about customer `object` carrying `sequence` at `/data/object/sequence`.
+fn sequenced_event(id: &str, created: i64, object: &str, sequence: i64) -> Value {
+    let mut event = stripe_event(id, created);
+    event["type"] = json!("customer.updated");
+    event["data"]["object"] = json!({"id": object, "object": "customer", "sequence": sequence});
+    event
+}
+
+async fn inbox_row(
+    store: &hookgate_store::SharedStore,
+    event_id: &str,
+) -> Option<hookgate_store::InboxRecord> {
+    rows(store)
+        .await
+        .into_iter()
+        .find(|r| r.provider_event_id == event_id)
+}
+
+/// A sequence gap that outlives its window asks the provider reconciliation for the missing
+/// event at once, from before the gap opened (here: created before the last run's
+/// checkpoint, so a scheduled run would not list it): it is brought in and applied; the held
+/// event, released, then follows it in order (applied, not over a gap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_held_sequence_gap_asks_stripe_for_the_missing_event() {
+    let now = unix_now();
+    let state: Shared = Arc::default();
+    let api = stand_in(Arc::clone(&state)).await;
+    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let hook = receiver(Arc::clone(&keys)).await;
+    let key = KeyFile::new();
+    let files = gateway(Backend::Sqlite, api, hook, &key).write().await;
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace("[reconcile]\nenabled = false\n", "")
+        .replace(
+            "destinations = [\"hook\"]\n",
+            "destinations = [\"hook\"]\nsequence_pointer = \"/data/object/sequence\"\n\
+             sequence_gap_seconds = 1\n",
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    let p = files.serve(None);
+    let store = files.open_store().await;
+    wait_until(
+        "the scheduled run at start listed nothing",
+        WAIT,
+        || async { state.lock().unwrap().queries.len() == 1 },
+    )
+    .await;
+
+    // Stripe created 1, 2 and 3; its delivery of 2 never arrived.
+    let events = [
+        sequenced_event("evt_seq_1", now - 300, "cus_gap", 1),
+        sequenced_event("evt_seq_2", now - 200, "cus_gap", 2),
+        sequenced_event("evt_seq_3", now - 100, "cus_gap", 3),
+    ];
+    state.lock().unwrap().events = events.to_vec();
+    for e in [&events[0], &events[2]] {
+        let id = e["id"].as_str().unwrap();
+        let body = e.to_string();
+        let r = post_signed(
+            p.addr(),
+            "pay",
+            "stripe",
+            WHSEC,
+            id,
+            unix_now(),
+            body.as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    wait_until("3 held for the missing 2", WAIT, || {
+        let store = store.clone();
+        async move {
+            inbox_row(&store, "evt_seq_3")
+                .await
+                .is_some_and(|r| r.status == InboxStatus::Held)
+        }
+    })
+    .await;
+
+    // The asked run lists from before the gap and brings 2 in; 2 is applied.
+    let two = wait_for("2 brought in and applied", WAIT, || {
+        let store = store.clone();
+        async move {
+            inbox_row(&store, "evt_seq_2")
+                .await
+                .filter(|r| r.status == InboxStatus::Processed)
+        }
+    })
+    .await;
+    assert_eq!(two.source.as_str(), "reconciled");
+    assert_eq!(two.outcome.map(|o| o.as_str()), Some("applied"));
+    let asked = state.lock().unwrap().queries[1].clone();
+    let gte: i64 = asked["created[gte]"].parse().unwrap();
+    assert!(
+        gte <= now - 200,
+        "the asked run starts before the gap: {asked:?}"
+    );
+    assert_eq!(
+        inbox_row(&store, "evt_seq_3").await.unwrap().status,
+        InboxStatus::Held,
+        "a held event waits for the operator"
+    );
+
+    let (code, out, err) = run_hookgate(
+        &files.config_path,
+        &["events", "release", "--endpoint", "pay"],
+    );
+    assert_eq!(code, 0, "{out} {err}");
+    let three = wait_for("3 applied after 2", WAIT, || {
+        let store = store.clone();
+        async move {
+            inbox_row(&store, "evt_seq_3")
+                .await
+                .filter(|r| r.status == InboxStatus::Processed)
+        }
+    })
+    .await;
+    assert_eq!(three.outcome.map(|o| o.as_str()), Some("applied"));
+    assert!(three.processed_at_ms >= two.processed_at_ms);
+    store.close().await;
+    p.terminate();
+}

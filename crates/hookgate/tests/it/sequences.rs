@@ -101,6 +101,7 @@ async fn sequences_apply_in_order(backend: Backend) {
         .backend(backend)
         .workers(1)
         .worker_settings("poll_interval_ms = 20")
+        .section("[reconcile]\nenabled = false\ngrace_seconds = 1\n")
         .endpoints(&format!(
             "{}{}",
             endpoint_toml(
@@ -148,6 +149,42 @@ async fn sequences_apply_in_order(backend: Backend) {
         metric(admin, "hookgate_sequence_gaps_open") == Some(1.0)
     })
     .await;
+    // Reconciliation reports the waiting row under its own kind, never as overdue, and
+    // changes nothing about it.
+    let report = wait_for("reconcile reports the waiting row", WAIT, || {
+        let config = config.clone();
+        async move {
+            let (code, out, err) = run_hookgate(&config, &["reconcile", "--endpoint", "seq"]);
+            assert_eq!(code, 0, "{out} {err}");
+            let report: Value = serde_json::from_str(&out).unwrap();
+            (report["endpoints"][0]["found"]["sequence_waiting"] == 1).then_some(report)
+        }
+    })
+    .await;
+    let found = &report["endpoints"][0];
+    assert_eq!(found["found"]["received_overdue"], 0, "{report}");
+    assert_eq!(
+        (
+            found["findings"][0]["kind"].as_str(),
+            found["findings"][0]["inbox_id"].as_str(),
+            found["findings"][0]["action"].as_str()
+        ),
+        (
+            Some("sequence_waiting"),
+            Some(a3.as_str()),
+            Some("reported")
+        )
+    );
+    let still = store.get_event(&a3).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            still.status,
+            still.next_attempt_at_ms,
+            still.sequence_waiting_for
+        ),
+        (InboxStatus::Received, None, Some(2)),
+        "the report changed nothing"
+    );
     let a2 = accepted(addr, "seq", "evt_a2", "cus_a", 2).await;
     wait_outcome(&store, &a2, Outcome::Applied).await;
     wait_outcome(&store, &a3, Outcome::Applied).await;

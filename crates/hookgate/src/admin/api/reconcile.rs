@@ -92,7 +92,7 @@ pub struct Finding {
     /// Opaque, ascending: newer findings have greater ids.
     pub id: String,
     pub run_id: String,
-    /// `received_overdue`, `missing_outbox`, `outbox_stuck` or `orphan_marker`.
+    /// `received_overdue`, `missing_outbox`, `outbox_stuck`, `orphan_marker` or `sequence_waiting`.
     pub kind: String,
     pub endpoint: String,
     pub provider: Option<String>,
@@ -254,7 +254,7 @@ pub async fn show_run(
     path = "/api/v1/reconcile/findings",
     params(
         ("run" = Option<String>, Query, description = "only this run's"),
-        ("kind" = Option<String>, Query, description = "received_overdue, missing_outbox, outbox_stuck or orphan_marker"),
+        ("kind" = Option<String>, Query, description = "received_overdue, missing_outbox, outbox_stuck, orphan_marker or sequence_waiting"),
         ("endpoint" = Option<String>, Query, description = "only this endpoint's"),
         ("limit" = Option<u32>, Query, description = "1 to 500, default 50"),
         ("cursor" = Option<String>, Query, description = "next_cursor of the previous page"),
@@ -285,8 +285,8 @@ pub async fn findings(
             "kind" => {
                 query.kind = Some(FindingKind::parse(&value).ok_or_else(|| {
                     ApiError::bad_request(
-                        "kind must be received_overdue, missing_outbox, outbox_stuck or \
-                         orphan_marker",
+                        "kind must be received_overdue, missing_outbox, outbox_stuck, \
+                         orphan_marker or sequence_waiting",
                     )
                 })?);
             }
