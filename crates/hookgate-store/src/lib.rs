@@ -65,8 +65,8 @@ pub use processing::{
 };
 pub use reconcile::{
     Checkpoint, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
-    MarkerKey, MissingScan, NewFinding, NewRun, NoRetryWindow, OverdueScan, RunRecord, RunState,
-    RunTrigger, StuckScan,
+    MarkerKey, MissingScan, NewFinding, NewRun, NoRetryWindow, ReceivedRows, ReceivedScan,
+    RunRecord, RunState, RunTrigger, StuckScan,
 };
 pub use rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,

@@ -133,11 +133,40 @@ pub struct MarkerKey {
     pub consumer: String,
 }
 
-/// `RECEIVED` rows of one endpoint that are overdue (see [`FindingKind::ReceivedOverdue`]).
+/// Which `RECEIVED` rows a [`ReceivedScan`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceivedRows {
+    /// Overdue (see [`FindingKind::ReceivedOverdue`]): due at or before the threshold, any
+    /// lease expired at or before it; oldest due first.
+    Overdue,
+    /// Waiting for a missing sequence (see [`FindingKind::SequenceWaiting`]), received at or
+    /// before the threshold; oldest first.
+    WaitingForSequence,
+}
+
+impl ReceivedRows {
+    /// The kind of finding each row found is.
+    pub fn finding(self) -> FindingKind {
+        match self {
+            ReceivedRows::Overdue => FindingKind::ReceivedOverdue,
+            ReceivedRows::WaitingForSequence => FindingKind::SequenceWaiting,
+        }
+    }
+
+    pub(crate) fn statement(self) -> &'static Statement {
+        match self {
+            ReceivedRows::Overdue => &SCAN_OVERDUE,
+            ReceivedRows::WaitingForSequence => &SCAN_WAITING,
+        }
+    }
+}
+
+/// `RECEIVED` rows of one endpoint that reconciliation reports ([`ReceivedRows`]).
 #[derive(Debug, Clone)]
-pub struct OverdueScan<'a> {
+pub struct ReceivedScan<'a> {
     pub endpoint_id: &'a str,
-    /// `now - grace`: due at or before it, and any lease expired at or before it.
+    pub rows: ReceivedRows,
+    /// `now - grace`.
     pub threshold_ms: i64,
     /// Only rows received at or after this time (0: all).
     pub since_ms: i64,

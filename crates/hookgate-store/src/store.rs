@@ -33,7 +33,7 @@ use crate::processing::{
 };
 use crate::reconcile::{
     Checkpoint, FindingBatch, FindingQuery, FindingRecord, FoundEvent, MarkerKey, MissingScan,
-    NewRun, NoRetryWindow, OverdueScan, RunRecord, RunState, StuckScan,
+    NewRun, NoRetryWindow, ReceivedScan, RunRecord, RunState, StuckScan,
 };
 use crate::rejections::{
     RejectionCauseCount, RejectionCount, RejectionEntry, RejectionQuery, RejectionRecord,
@@ -431,17 +431,9 @@ pub trait RejectionStore: Send + Sync {
 /// payload), the repairs with their finding rows, and the run records.
 #[async_trait::async_trait]
 pub trait ReconcileStore: Send + Sync {
-    /// `RECEIVED` rows of the endpoint due at or before `threshold_ms` whose lease, if any,
-    /// expired at or before it; oldest due first, at most `limit`.
-    async fn overdue_received(&self, scan: &OverdueScan<'_>)
-    -> Result<Vec<FoundEvent>, StoreError>;
-
-    /// `RECEIVED` rows of the endpoint waiting for a missing sequence, received at or before
-    /// `threshold_ms` (and at or after `since_ms`); oldest first, at most `limit`.
-    async fn waiting_for_sequence(
-        &self,
-        scan: &OverdueScan<'_>,
-    ) -> Result<Vec<FoundEvent>, StoreError>;
+    /// The endpoint's `RECEIVED` rows `scan.rows` names (overdue, or waiting for a missing
+    /// sequence), at most `limit`.
+    async fn received_rows(&self, scan: &ReceivedScan<'_>) -> Result<Vec<FoundEvent>, StoreError>;
 
     /// `PROCESSED`/`applied` rows of the endpoint, payload stored, received at or after
     /// `since_ms`, without a delivery to the destination; in `(received_at, inbox_id)` order

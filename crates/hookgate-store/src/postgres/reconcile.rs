@@ -16,10 +16,9 @@ use crate::reconcile::{
 use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
     INSERT_FINDING, INSERT_RUN, MAX_RUN_ERROR, MarkerKey, MissingScan, NewFinding, NewRun,
-    ORPHAN_STILL, OverdueScan, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS,
-    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_OVERDUE, SCAN_STUCK, SCAN_WAITING,
-    StuckScan, TRIM_FINDINGS, WAITING_STILL, finding_record, found_event, list_sql, marker_key,
-    outbox_id, run_record,
+    ORPHAN_STILL, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS, ReceivedScan,
+    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_STUCK, StuckScan, TRIM_FINDINGS,
+    WAITING_STILL, finding_record, found_event, list_sql, marker_key, outbox_id, run_record,
 };
 use crate::{ReconcileStore, StoreError};
 
@@ -310,30 +309,10 @@ fn unexpected() -> StoreError {
 
 #[async_trait::async_trait]
 impl ReconcileStore for PostgresStore {
-    async fn overdue_received(
-        &self,
-        scan: &OverdueScan<'_>,
-    ) -> Result<Vec<FoundEvent>, StoreError> {
+    async fn received_rows(&self, scan: &ReceivedScan<'_>) -> Result<Vec<FoundEvent>, StoreError> {
         let limit = i64::from(scan.limit);
         self.found(
-            SCAN_OVERDUE.postgres(),
-            &[
-                &scan.endpoint_id,
-                &scan.threshold_ms,
-                &scan.since_ms,
-                &limit,
-            ],
-        )
-        .await
-    }
-
-    async fn waiting_for_sequence(
-        &self,
-        scan: &OverdueScan<'_>,
-    ) -> Result<Vec<FoundEvent>, StoreError> {
-        let limit = i64::from(scan.limit);
-        self.found(
-            SCAN_WAITING.postgres(),
+            scan.rows.statement().postgres(),
             &[
                 &scan.endpoint_id,
                 &scan.threshold_ms,

@@ -14,10 +14,9 @@ use crate::reconcile::{
 use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
     INSERT_FINDING, INSERT_RUN, MAX_RUN_ERROR, MarkerKey, MissingScan, NewFinding, NewRun,
-    ORPHAN_STILL, OverdueScan, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS,
-    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_OVERDUE, SCAN_STUCK, SCAN_WAITING,
-    StuckScan, TRIM_FINDINGS, WAITING_STILL, finding_record, found_event, list_sql, marker_key,
-    outbox_id, run_record,
+    ORPHAN_STILL, REPAIR_MISSING, REPAIR_OVERDUE, REPAIR_STUCK, RUN_COLUMNS, ReceivedScan,
+    RunRecord, RunState, SCAN_MISSING, SCAN_ORPHANS, SCAN_STUCK, StuckScan, TRIM_FINDINGS,
+    WAITING_STILL, finding_record, found_event, list_sql, marker_key, outbox_id, run_record,
 };
 use crate::rejections::sqlite_text;
 use crate::{ProcessingError, ReconcileStore, StoreError};
@@ -111,12 +110,10 @@ fn bounded(error: Option<&str>) -> Option<String> {
 
 #[async_trait::async_trait]
 impl ReconcileStore for SqliteStore {
-    async fn overdue_received(
-        &self,
-        scan: &OverdueScan<'_>,
-    ) -> Result<Vec<FoundEvent>, StoreError> {
-        let (endpoint, threshold, since, limit) = (
+    async fn received_rows(&self, scan: &ReceivedScan<'_>) -> Result<Vec<FoundEvent>, StoreError> {
+        let (endpoint, sql, threshold, since, limit) = (
             scan.endpoint_id.to_owned(),
+            scan.rows.statement().sqlite(),
             scan.threshold_ms,
             scan.since_ms,
             i64::from(scan.limit),
@@ -124,27 +121,7 @@ impl ReconcileStore for SqliteStore {
         self.read(move |conn| {
             events(
                 conn,
-                SCAN_OVERDUE.sqlite(),
-                rusqlite::params![endpoint, threshold, since, limit],
-            )
-        })
-        .await
-    }
-
-    async fn waiting_for_sequence(
-        &self,
-        scan: &OverdueScan<'_>,
-    ) -> Result<Vec<FoundEvent>, StoreError> {
-        let (endpoint, threshold, since, limit) = (
-            scan.endpoint_id.to_owned(),
-            scan.threshold_ms,
-            scan.since_ms,
-            i64::from(scan.limit),
-        );
-        self.read(move |conn| {
-            events(
-                conn,
-                SCAN_WAITING.sqlite(),
+                sql,
                 rusqlite::params![endpoint, threshold, since, limit],
             )
         })

@@ -24,8 +24,8 @@ pub mod provider;
 use std::collections::BTreeMap;
 
 use hookgate_store::{
-    FindingBatch, FindingKind, FoundEvent, MarkerKey, MissingScan, NewFinding, OverdueScan,
-    SharedStore, StoreError, StuckScan,
+    FindingBatch, FindingKind, FoundEvent, MarkerKey, MissingScan, NewFinding, ReceivedRows,
+    ReceivedScan, SharedStore, StoreError, StuckScan,
 };
 use serde_json::{Value, json};
 
@@ -282,39 +282,25 @@ impl Run<'_> {
         let since_all = self.scope.since_ms.unwrap_or(0);
         let limit = self.batch;
 
-        let overdue = self
-            .store
-            .overdue_received(&OverdueScan {
-                endpoint_id: &ep.id,
-                threshold_ms: self.threshold_ms,
-                since_ms: since_all,
-                limit,
-            })
-            .await
-            .map_err(store_err("overdue rows"))?;
-        report.more |= overdue.len() >= limit as usize;
-        let findings = overdue
-            .iter()
-            .map(|e| event_finding(FindingKind::ReceivedOverdue, e, None))
-            .collect();
-        self.settle(findings, &mut report).await?;
-
-        let waiting = self
-            .store
-            .waiting_for_sequence(&OverdueScan {
-                endpoint_id: &ep.id,
-                threshold_ms: self.threshold_ms,
-                since_ms: since_all,
-                limit,
-            })
-            .await
-            .map_err(store_err("rows waiting for a sequence"))?;
-        report.more |= waiting.len() >= limit as usize;
-        let findings = waiting
-            .iter()
-            .map(|e| event_finding(FindingKind::SequenceWaiting, e, None))
-            .collect();
-        self.settle(findings, &mut report).await?;
+        for rows in [ReceivedRows::Overdue, ReceivedRows::WaitingForSequence] {
+            let found = self
+                .store
+                .received_rows(&ReceivedScan {
+                    endpoint_id: &ep.id,
+                    rows,
+                    threshold_ms: self.threshold_ms,
+                    since_ms: since_all,
+                    limit,
+                })
+                .await
+                .map_err(store_err("received rows"))?;
+            report.more |= found.len() >= limit as usize;
+            let findings = found
+                .iter()
+                .map(|e| event_finding(rows.finding(), e, None))
+                .collect();
+            self.settle(findings, &mut report).await?;
+        }
 
         let lookback_ms = i64::try_from(config.reconcile.lookback.as_millis()).unwrap_or(i64::MAX);
         let since_missing = self

@@ -467,6 +467,20 @@ async fn inbox_row(
         .find(|r| r.provider_event_id == event_id)
 }
 
+/// Waits (bounded) until the row of `event_id` has `status`; returns it.
+async fn wait_status(
+    store: &hookgate_store::SharedStore,
+    event_id: &str,
+    status: InboxStatus,
+) -> hookgate_store::InboxRecord {
+    wait_for(&format!("{event_id} {status}"), WAIT, || async {
+        inbox_row(store, event_id)
+            .await
+            .filter(|r| r.status == status)
+    })
+    .await
+}
+
 /// A sequence gap that outlives its window asks the provider reconciliation for the missing
 /// event at once, from before the gap opened (here: created before the last run's
 /// checkpoint, so a scheduled run would not list it): it is brought in and applied; the held
@@ -520,26 +534,10 @@ async fn a_held_sequence_gap_asks_stripe_for_the_missing_event() {
         .await;
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    wait_until("3 held for the missing 2", WAIT, || {
-        let store = store.clone();
-        async move {
-            inbox_row(&store, "evt_seq_3")
-                .await
-                .is_some_and(|r| r.status == InboxStatus::Held)
-        }
-    })
-    .await;
+    wait_status(&store, "evt_seq_3", InboxStatus::Held).await;
 
     // The asked run lists from before the gap and brings 2 in; 2 is applied.
-    let two = wait_for("2 brought in and applied", WAIT, || {
-        let store = store.clone();
-        async move {
-            inbox_row(&store, "evt_seq_2")
-                .await
-                .filter(|r| r.status == InboxStatus::Processed)
-        }
-    })
-    .await;
+    let two = wait_status(&store, "evt_seq_2", InboxStatus::Processed).await;
     assert_eq!(two.source.as_str(), "reconciled");
     assert_eq!(two.outcome.map(|o| o.as_str()), Some("applied"));
     let asked = state.lock().unwrap().queries[1].clone();
@@ -559,15 +557,7 @@ async fn a_held_sequence_gap_asks_stripe_for_the_missing_event() {
         &["events", "release", "--endpoint", "pay"],
     );
     assert_eq!(code, 0, "{out} {err}");
-    let three = wait_for("3 applied after 2", WAIT, || {
-        let store = store.clone();
-        async move {
-            inbox_row(&store, "evt_seq_3")
-                .await
-                .filter(|r| r.status == InboxStatus::Processed)
-        }
-    })
-    .await;
+    let three = wait_status(&store, "evt_seq_3", InboxStatus::Processed).await;
     assert_eq!(three.outcome.map(|o| o.as_str()), Some("applied"));
     assert!(three.processed_at_ms >= two.processed_at_ms);
     store.close().await;

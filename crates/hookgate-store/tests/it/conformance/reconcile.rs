@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hookgate_core::{InboxStatus, OutboxStatus};
 use hookgate_store::{
     FindingAction, FindingBatch, FindingKind, FindingQuery, FoundEvent, MissingScan, NewFinding,
-    NewRun, OverdueScan, ProcessingResult, RunState, RunTrigger, Store, StuckScan,
+    NewRun, ProcessingResult, ReceivedRows, ReceivedScan, RunState, RunTrigger, Store, StuckScan,
 };
 
 use super::{StoreTestExt, now_ms, row};
@@ -93,34 +93,31 @@ pub async fn reconcile_scans_repair_once_and_record_findings(store: Arc<dyn Stor
         (live, overdue)
     };
 
-    let scan = OverdueScan {
+    let scan = ReceivedScan {
+        rows: ReceivedRows::Overdue,
         endpoint_id: ep,
         threshold_ms: threshold,
         since_ms: 0,
         limit: 100,
     };
-    let found = store.overdue_received(&scan).await.unwrap();
+    let found = store.received_rows(&scan).await.unwrap();
     assert_eq!(
         ids(&found),
         vec![overdue.as_str()],
         "the live lease is no finding"
     );
-    let other = OverdueScan {
+    let other = ReceivedScan {
+        rows: ReceivedRows::Overdue,
         endpoint_id: "ep-other",
         ..scan.clone()
     };
-    assert!(store.overdue_received(&other).await.unwrap().is_empty());
-    let newer_only = OverdueScan {
+    assert!(store.received_rows(&other).await.unwrap().is_empty());
+    let newer_only = ReceivedScan {
+        rows: ReceivedRows::Overdue,
         since_ms: t,
         ..scan.clone()
     };
-    assert!(
-        store
-            .overdue_received(&newer_only)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.received_rows(&newer_only).await.unwrap().is_empty());
 
     // A dry run records and changes nothing.
     let dry = vec![finding(FindingKind::ReceivedOverdue, &found[0], None)];
@@ -129,7 +126,7 @@ pub async fn reconcile_scans_repair_once_and_record_findings(store: Arc<dyn Stor
         .await
         .unwrap();
     assert_eq!(recorded, vec![true]);
-    assert_eq!(store.overdue_received(&scan).await.unwrap().len(), 1);
+    assert_eq!(store.received_rows(&scan).await.unwrap().len(), 1);
 
     // The repair makes it due now, once.
     let recorded = store
@@ -140,7 +137,7 @@ pub async fn reconcile_scans_repair_once_and_record_findings(store: Arc<dyn Stor
     let rec = store.get_event(&overdue).await.unwrap().unwrap();
     assert_eq!(rec.status, InboxStatus::Received);
     assert_eq!(rec.next_attempt_at_ms, Some(later));
-    assert!(store.overdue_received(&scan).await.unwrap().is_empty());
+    assert!(store.received_rows(&scan).await.unwrap().is_empty());
     let again = store
         .record_findings(batch("r2", true, threshold, later, dry))
         .await
