@@ -325,7 +325,7 @@ mod tests {
 
     #[cfg(feature = "otlp")]
     #[test]
-    fn header_values_are_read_from_their_source_and_never_rendered() {
+    fn header_values_are_read_from_their_source() {
         let dir = tempfile::tempdir().unwrap();
         let token = dir.path().join("token");
         std::fs::write(&token, "Bearer s3cr3t-otlp\n").unwrap();

@@ -183,6 +183,17 @@ async fn traces_cover_the_event(backend: Backend) {
         .write()
         .await;
     write_token(&files);
+    let (code, checked, _) = run_hookgate(&files.config_path, &["config", "check"]);
+    assert_eq!(code, 0, "{checked}");
+    assert!(checked.contains("\n[tracing]\n"), "{checked}");
+    assert!(
+        checked.contains("# header \"authorization\" from file:"),
+        "{checked}"
+    );
+    assert!(
+        !checked.contains(OTLP_TOKEN),
+        "config check shows the token"
+    );
     let gateway = files.serve(None);
     let body = event_body(7, 1);
     let accepted = send_with_foreign_traceparent(gateway.addr(), "msg_traced_1", &body).await;
