@@ -175,6 +175,7 @@ fn install_subscriber(log: &LogConfig, tracer: Option<Tracer>) {
             .with_writer(std::io::stderr)
             .boxed(),
     };
+    #[cfg_attr(not(feature = "otlp"), allow(unused_mut))]
     let mut layers: Vec<Boxed> = vec![fmt.with_filter(filter.and(not_traces)).boxed()];
     #[cfg(feature = "otlp")]
     if let Some(tracer) = tracer {
