@@ -14,3 +14,9 @@ pub mod status;
 
 pub use envelope::{Envelope, RowIdentity};
 pub use status::{EventSource, InboxStatus, OutboxStatus, Outcome};
+
+/// The `tracing` target of the spans exported as OpenTelemetry traces (`ingress.request`,
+/// `store.commit_batch`, `worker.attempt`, `relay.delivery`; docs/tracing.md). Only the
+/// exporter's layer enables it: logs never show these spans, and without `[tracing]` no
+/// subscriber is interested, so they cost nothing.
+pub const TRACE_TARGET: &str = "hookgate::traces";

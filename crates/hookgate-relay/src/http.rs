@@ -10,6 +10,7 @@
 //! | `webhook-timestamp` | unix seconds of this attempt |
 //! | `webhook-signature` | `v1,<base64 HMAC-SHA256>` per signing secret, space-separated |
 //! | `X-Hookgate-Provider`, `X-Hookgate-Endpoint`, `X-Hookgate-Event-Id`, `X-Hookgate-Event-Type` | the event's metadata (sanitised) |
+//! | `traceparent` | the W3C trace context of the delivery's `relay.delivery` span, only when traces are exported (`[tracing]`) |
 //!
 //! Signing reuses `hookgate_providers`' built-in Standard Webhooks pack (`<id>.<timestamp>.<body>`).
 //! Results: 2xx delivered; 408, 429 (with `Retry-After`), 5xx, timeouts and connection errors
@@ -271,6 +272,12 @@ impl HttpDestination {
         for (name, value) in sign(&self.settings.signing_secrets, m) {
             h.insert(name, value);
         }
+        // Ours, not a configured header's: it names the span that made this request.
+        if let Some(traceparent) = m.traceparent
+            && let Ok(v) = HeaderValue::from_str(traceparent)
+        {
+            h.insert(HeaderName::from_static("traceparent"), v);
+        }
         h
     }
 }
@@ -398,7 +405,10 @@ impl Destination for HttpDestination {
         let result = classify(status, response.headers());
         // The body is not read: nothing of it is needed, and an unbounded read is banned.
         drop(response);
-        result.map(|()| Delivered::default())
+        result.map(|()| Delivered {
+            duplicate: false,
+            http_status: Some(status),
+        })
     }
 }
 
@@ -603,6 +613,7 @@ mod tests {
             body,
             content_type: None,
             timestamp: 1_700_000_000,
+            traceparent: None,
         }
     }
 
@@ -641,6 +652,25 @@ mod tests {
             check_public_name(&unresolvable, Duration::from_secs(5)).await,
             Err(DeliveryError::Transient { .. })
         ));
+    }
+
+    #[test]
+    fn traceparent_header_only_with_a_trace_context_and_never_a_configured_one() {
+        let mut s = settings("https://example.com/hook", false);
+        s.headers.push((
+            HeaderName::from_static("traceparent"),
+            HeaderValue::from_static("00-configured-00"),
+        ));
+        let destination = HttpDestination::new(s).unwrap();
+        let mut m = message(b"{}");
+        let ours = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        m.traceparent = Some(ours);
+        let h = destination.headers(&m);
+        assert_eq!(h.get_all("traceparent").iter().count(), 1);
+        assert_eq!(h.get("traceparent").unwrap(), ours);
+
+        let plain = HttpDestination::new(settings("https://example.com/hook", false)).unwrap();
+        assert!(plain.headers(&message(b"{}")).get("traceparent").is_none());
     }
 
     #[test]

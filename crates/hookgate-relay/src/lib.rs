@@ -51,6 +51,9 @@ pub struct Message<'a> {
     pub content_type: Option<&'a str>,
     /// Unix seconds of this attempt (signed into `webhook-timestamp`).
     pub timestamp: i64,
+    /// The W3C `traceparent` of this delivery's span when traces are exported (sent by HTTP
+    /// destinations as the `traceparent` header); `None`: no header.
+    pub traceparent: Option<&'a str>,
 }
 
 impl fmt::Debug for Message<'_> {
@@ -109,6 +112,8 @@ pub struct Delivered {
     /// The destination said it had seen this idempotency key already (JetStream's duplicate
     /// window). HTTP destinations cannot tell.
     pub duplicate: bool,
+    /// The response status of an HTTP destination.
+    pub http_status: Option<u16>,
 }
 
 /// A configured destination. Implementations are shared by concurrent deliveries.

@@ -38,6 +38,41 @@ pub(crate) struct QueuedAcceptance {
     pub(crate) reply: oneshot::Sender<UnitResult>,
     /// When it was queued: a row that waited longer than `max_queue_wait` is shed unwritten.
     pub(crate) enqueued_at: Instant,
+    /// The span current when it was queued (the request's `ingress.request`, when traces
+    /// are exported): the batch's `store.commit_batch` span links to it.
+    pub(crate) origin: tracing::Span,
+}
+
+/// The `store.commit_batch` span of one group commit (docs/tracing.md): a root span, since a
+/// batch serves many requests, with a link to each queued request's span. Disabled (free)
+/// unless traces are exported. `outcome` is recorded by the caller.
+pub(crate) fn commit_batch_span<'a>(
+    backend: &'static str,
+    units: impl Iterator<Item = &'a QueuedAcceptance>,
+    commands: usize,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: hookgate_core::TRACE_TARGET,
+        parent: None,
+        "store.commit_batch",
+        hookgate.store.backend = backend,
+        hookgate.batch.units = tracing::field::Empty,
+        hookgate.batch.rows = tracing::field::Empty,
+        hookgate.batch.commands = commands,
+        hookgate.batch.outcome = tracing::field::Empty,
+    );
+    if span.is_disabled() {
+        return span;
+    }
+    let (mut count, mut rows) = (0usize, 0usize);
+    for unit in units {
+        count += 1;
+        rows += unit.rows.len();
+        span.follows_from(&unit.origin);
+    }
+    span.record("hookgate.batch.units", count);
+    span.record("hookgate.batch.rows", rows);
+    span
 }
 
 /// The admission state of one store's acceptance queue.
@@ -97,6 +132,7 @@ impl Admission {
             rows,
             reply,
             enqueued_at: Instant::now(),
+            origin: tracing::Span::current(),
         })
     }
 

@@ -20,4 +20,5 @@ pub mod stage;
 pub mod state;
 pub mod tasks;
 pub mod telemetry;
+pub mod traces;
 pub mod worker;

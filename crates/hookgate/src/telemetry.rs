@@ -63,6 +63,8 @@ pub const RECONCILE_RUNS: &str = "hookgate_reconcile_runs_total";
 pub const SEQUENCE_GAPS_OPEN: &str = "hookgate_sequence_gaps_open";
 pub const RECONCILED: &str = "hookgate_reconciled_total";
 pub const PROVIDER_RECONCILE_RUNS: &str = "hookgate_provider_reconcile_runs_total";
+/// Spans lost because their OTLP export failed (the collector refused them or was away).
+pub const TRACE_EXPORT_FAILURES: &str = "hookgate_trace_export_failures_total";
 
 // Finer between 50 and 250 ms, where overload behaviour is judged (the 100 ms target).
 const LATENCY_BUCKETS: &[f64] = &[
@@ -90,15 +92,116 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Sets up `tracing` output. Safe to call more than once (later calls are ignored).
 pub fn init_logging(log: &LogConfig) {
+    install_subscriber(log, None);
+}
+
+/// What [`init_logging_and_traces`] started besides logs: the trace exporter, if any.
+#[must_use = "finish() flushes the buffered spans"]
+pub struct TraceExport {
+    #[cfg(feature = "otlp")]
+    exporter: Option<crate::traces::Exporter>,
+}
+
+impl TraceExport {
+    /// Exports the spans still buffered (bounded by [`crate::traces::SHUTDOWN_FLUSH`]). Call
+    /// outside the Tokio runtime, after the gateway drained.
+    pub fn finish(self) {
+        #[cfg(feature = "otlp")]
+        if let Some(exporter) = self.exporter {
+            exporter.shutdown(crate::traces::SHUTDOWN_FLUSH);
+        }
+    }
+}
+
+/// Sets up `tracing` output and, with `[tracing]`, the OTLP trace exporter as a second layer
+/// that sees only the trace spans ([`hookgate_core::TRACE_TARGET`]). Call before starting a
+/// Tokio runtime (the exporter's HTTP client owns one).
+pub fn init_logging_and_traces(
+    log: &LogConfig,
+    tracing_config: Option<&crate::config::traces::TracingConfig>,
+) -> anyhow::Result<TraceExport> {
+    #[cfg(feature = "otlp")]
+    {
+        let Some(config) = tracing_config else {
+            install_subscriber(log, None);
+            return Ok(TraceExport { exporter: None });
+        };
+        let (exporter, tracer) = crate::traces::start(config)?;
+        counter!(TRACE_EXPORT_FAILURES).increment(0);
+        install_subscriber(log, Some(tracer));
+        tracing::info!(
+            traces_url = %config.traces_url,
+            sample_ratio = config.sample_ratio,
+            "exporting traces over OTLP"
+        );
+        Ok(TraceExport {
+            exporter: Some(exporter),
+        })
+    }
+    #[cfg(not(feature = "otlp"))]
+    {
+        // Refused at load: `[tracing]` needs the `otlp` feature.
+        debug_assert!(tracing_config.is_none());
+        install_subscriber(log, None);
+        Ok(TraceExport {})
+    }
+}
+
+#[cfg(feature = "otlp")]
+type Tracer = opentelemetry_sdk::trace::SdkTracer;
+#[cfg(not(feature = "otlp"))]
+type Tracer = std::convert::Infallible;
+
+/// The log layer (`HOOKGATE_LOG`, else `log.level`; never the trace spans) and, given a
+/// tracer, the OpenTelemetry layer (only the trace spans).
+fn install_subscriber(log: &LogConfig, tracer: Option<Tracer>) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::FilterExt as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    type Boxed = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
+
     let filter = tracing_subscriber::EnvFilter::try_from_env("HOOKGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&log.level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match log.format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
+    let not_traces =
+        tracing_subscriber::filter::filter_fn(|meta| meta.target() != hookgate_core::TRACE_TARGET);
+    let fmt: Boxed = match log.format {
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(std::io::stderr)
+            .boxed(),
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .boxed(),
     };
+    #[cfg_attr(not(feature = "otlp"), allow(unused_mut))]
+    let mut layers: Vec<Boxed> = vec![fmt.with_filter(filter.and(not_traces)).boxed()];
+    #[cfg(feature = "otlp")]
+    if let Some(tracer) = tracer {
+        let only_traces = tracing_subscriber::filter::Targets::new()
+            .with_target(hookgate_core::TRACE_TARGET, tracing::Level::INFO);
+        layers.push(
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_location(false)
+                .with_threads(false)
+                .with_tracked_inactivity(false)
+                .with_filter(only_traces)
+                .boxed(),
+        );
+    }
+    #[cfg(not(feature = "otlp"))]
+    let _ = tracer;
+    let _ = tracing_subscriber::registry().with(layers).try_init();
+}
+
+/// Spans whose export failed, dropped (never retried: the exporter must not grow a backlog).
+pub fn trace_export_failed(spans: usize, error: &str) {
+    counter!(TRACE_EXPORT_FAILURES).increment(spans as u64);
+    // The collector's answer may be long; its first part says enough.
+    let error: String = error.chars().take(300).collect();
+    tracing::warn!(spans, error, "trace export failed; its spans are dropped");
 }
 
 /// A webhook request got its answer.

@@ -106,6 +106,7 @@ impl NatsDestination {
             .map_err(|e| DeliveryError::transient(format!("jetstream publish ack: {e}")))?;
         Ok(Delivered {
             duplicate: ack.duplicate,
+            http_status: None,
         })
     }
 }

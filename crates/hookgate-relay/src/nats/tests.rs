@@ -18,6 +18,7 @@ fn headers_carry_the_message_id_and_metadata() {
         body: b"{}",
         content_type: None,
         timestamp: 1_767_225_600,
+        traceparent: None,
     };
     let h = headers(&m, "bus");
     let get = |name: &str| h.get(name).map(|v| v.as_str().to_owned());

@@ -51,6 +51,7 @@ fn message<'a>(key: &'a str, event_type: Option<&'a str>, body: &'a [u8]) -> Mes
         body,
         content_type: None,
         timestamp: 1_767_225_600,
+        traceparent: None,
     }
 }
 

@@ -47,6 +47,7 @@ fn message<'a>(key: &'a str, body: &'a [u8]) -> Message<'a> {
         body,
         content_type: None,
         timestamp: 1_767_225_600,
+        traceparent: None,
     }
 }
 

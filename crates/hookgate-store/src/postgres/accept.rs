@@ -118,8 +118,15 @@ pub(super) async fn worker(
         if jobs.is_empty() {
             continue;
         }
+        let span = crate::admission::commit_batch_span("postgres", jobs.iter(), 0);
         let units: Vec<&[NewInboxRow]> = jobs.iter().map(|j| j.rows.as_slice()).collect();
         let results = commit_units(&pool, &units, op_timeout).await;
+        let failed = results.iter().all(Result::is_err);
+        span.record(
+            "hookgate.batch.outcome",
+            if failed { "failed" } else { "committed" },
+        );
+        drop(span);
         for (job, result) in jobs.into_iter().zip(results) {
             let _ = job.reply.send(result);
         }

@@ -231,7 +231,26 @@ impl Writer {
     /// Runs one group-commit transaction over `batch` and answers everything in it.
     pub(super) fn run_batch(&mut self, batch: &mut Vec<Command>) {
         let started = Instant::now();
-        let (mut results, commit_error) = self.execute_batch(batch);
+        let span = crate::admission::commit_batch_span(
+            "sqlite",
+            batch.iter().filter_map(|command| match command {
+                Command::Accept(job) => Some(job),
+                Command::Exec(_) => None,
+            }),
+            batch
+                .iter()
+                .filter(|command| matches!(command, Command::Exec(_)))
+                .count(),
+        );
+        let (mut results, commit_error) = span.in_scope(|| self.execute_batch(batch));
+        span.record(
+            "hookgate.batch.outcome",
+            if commit_error.is_none() {
+                "committed"
+            } else {
+                "failed"
+            },
+        );
         let rows = batch.len();
         if commit_error.is_none() {
             let payload_bytes = batch
@@ -628,6 +647,7 @@ mod tests {
             rows,
             reply,
             enqueued_at: Instant::now(),
+            origin: tracing::Span::none(),
         });
         (command, rx)
     }
@@ -699,6 +719,7 @@ mod tests {
                 rows: vec![row("stale", "e_stale")],
                 reply,
                 enqueued_at: stale,
+                origin: tracing::Span::none(),
             }),
         );
         assert!(batch.is_empty(), "a shed row is not written");

@@ -181,7 +181,7 @@ fn check_secret_sources(config: &Config) -> anyhow::Result<Vec<String>> {
 /// Runs a gateway with `roles` until SIGTERM or SIGINT, then drains it.
 fn run_gateway(path: PathBuf, roles: Roles, dev: bool) -> anyhow::Result<i32> {
     let config = Config::load(&path)?;
-    telemetry::init_logging(&config.log);
+    let traces = telemetry::init_logging_and_traces(&config.log, config.tracing.as_ref())?;
     for w in &config.warnings {
         tracing::warn!("{w}");
     }
@@ -193,7 +193,7 @@ fn run_gateway(path: PathBuf, roles: Roles, dev: bool) -> anyhow::Result<i32> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let _ = telemetry::metrics_handle();
         // Handlers first: whoever reads the listening line (printed by `Gateway::start`) may
         // signal us at once, and a signal without a handler would kill the process.
@@ -202,7 +202,10 @@ fn run_gateway(path: PathBuf, roles: Roles, dev: bool) -> anyhow::Result<i32> {
         signals.wait(&gateway).await;
         gateway.shutdown().await;
         Ok(0)
-    })
+    });
+    // After the drain, outside the runtime: the spans of the last requests go out too.
+    traces.finish();
+    result
 }
 
 /// The configuration starts the delivery stage.

@@ -19,6 +19,7 @@ pub mod retention;
 mod secrets;
 pub mod sequence;
 mod store;
+pub mod traces;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -383,6 +384,8 @@ pub struct Config {
     pub rejections: operations::RejectionsConfig,
     /// `[reconcile]`: the internal reconciliation job.
     pub reconcile: reconcile::ReconcileConfig,
+    /// `[tracing]`: OpenTelemetry traces over OTLP (`None`: off).
+    pub tracing: Option<traces::TracingConfig>,
     /// Non-fatal findings (literal secrets, …) to log once logging is up.
     pub warnings: Vec<String>,
 }

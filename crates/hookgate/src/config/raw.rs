@@ -45,6 +45,9 @@ pub struct RawConfig {
     pub rejections: Option<super::operations::RawRejections>,
     #[serde(default)]
     pub reconcile: Option<super::reconcile::RawReconcile>,
+    /// OpenTelemetry traces over OTLP/HTTP; absent = off.
+    #[serde(default)]
+    pub tracing: Option<super::traces::RawTracing>,
 }
 
 /// `[secrets]`: how secret sources are read.

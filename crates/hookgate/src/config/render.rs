@@ -230,6 +230,7 @@ pub fn render_redacted(c: &Config) -> String {
     super::retention::render(c, &mut out);
     super::operations::render(c, &mut out);
     super::reconcile::render(c, &mut out);
+    super::traces::render(c, &mut out);
     out
 }
 

@@ -128,6 +128,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
     let jobs = super::operations::resolve_jobs(raw.jobs)?;
     let rejections = super::operations::resolve_rejections(raw.rejections)?;
     let reconcile = super::reconcile::resolve_reconcile(raw.reconcile, worker.lease)?;
+    let tracing = super::traces::resolve_tracing(raw.tracing, base, &mut warnings)?;
     let mut endpoints: Vec<EndpointConfig> = Vec::with_capacity(raw.endpoints.len());
     for (i, mut e) in raw.endpoints.into_iter().enumerate() {
         let wanted_destinations = e.destinations.take();
@@ -195,6 +196,7 @@ pub(super) fn resolve(raw: RawConfig, path: &Path, base: &Path) -> Result<Config
         jobs,
         rejections,
         reconcile,
+        tracing,
         warnings,
     })
 }

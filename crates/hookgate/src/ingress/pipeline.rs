@@ -23,7 +23,8 @@ use super::commit::{self, RETRY_AFTER_OVERLOADED};
 use super::limits::{ReadersFull, client_address, client_key, is_trusted};
 use super::response::{Answer, HttpResponse};
 use crate::state::{AppState, EndpointRuntime};
-use crate::telemetry;
+use crate::{telemetry, traces};
+use tracing::Instrument as _;
 
 /// How the connection reached us.
 #[derive(Debug, Clone, Copy)]
@@ -49,18 +50,32 @@ where
         .and_then(|id| runtime.endpoints.get(id))
         .cloned();
     let (parts, body) = request.into_parts();
-    // The body as read, for the rejection log's size and keyed digest (never stored).
-    let mut seen: Option<Bytes> = None;
-    let answer = match &endpoint {
-        None => Answer::UnknownEndpoint,
-        Some(ep) => process(state, conn, ep, &parts, body, &mut seen).await,
-    };
     let (endpoint_id, provider) = match &endpoint {
         Some(ep) => (ep.config.id.as_str(), ep.config.provider_id()),
         None => ("_unknown", "_unknown"),
     };
+    // A root span: an incoming `traceparent` is the sender's claim, not trusted as a parent.
+    let span = traces::request_span(endpoint_id, provider);
+    // The body as read, for the rejection log's size and keyed digest (never stored).
+    let mut seen: Option<Bytes> = None;
+    let answer = match &endpoint {
+        None => Answer::UnknownEndpoint,
+        Some(ep) => {
+            process(state, conn, ep, &parts, body, &mut seen)
+                .instrument(span.clone())
+                .await
+        }
+    };
     telemetry::request_answered(endpoint_id, provider, &answer, started.elapsed());
-    if let Some((cause, reason)) = crate::rejections::cause_of(&answer) {
+    let rejection = crate::rejections::cause_of(&answer);
+    let traced = (!span.is_disabled()).then(|| {
+        (
+            answer.outcome(),
+            rejection.and_then(|(_, reason)| reason),
+            answer.acknowledged_id().map(str::to_owned),
+        )
+    });
+    if let Some((cause, reason)) = rejection {
         state.rejections.record(crate::rejections::Rejected {
             at_ms: state.clock.now_ms(),
             endpoint: endpoint_id,
@@ -71,7 +86,12 @@ where
             digest: &|body| runtime.keyring.digest(body),
         });
     }
-    answer.into_response()
+    let response = answer.into_response();
+    if let Some((verdict, reason, inbox_id)) = traced {
+        let status = response.status().as_u16();
+        traces::request_answered(&span, verdict, reason, inbox_id.as_deref(), status);
+    }
+    response
 }
 
 async fn process<B>(

@@ -49,7 +49,8 @@ use crate::stage::attempt::{
 };
 use crate::stage::{self, Settled, StageLoop, StagePool, Step};
 use crate::state::AppState;
-use crate::telemetry;
+use crate::{telemetry, traces};
+use tracing::Instrument as _;
 
 /// Most rows one lease call takes (bounded further by free delivery slots and send permits).
 const MAX_LEASE_BATCH: usize = 64;
@@ -204,12 +205,43 @@ impl DestinationRuntime {
     }
 }
 
-/// Delivers one leased row and records the result (see the module docs).
+/// Delivers one leased row and records the result (see the module docs), in its
+/// `relay.delivery` span.
 async fn deliver_one(
     state: &AppState,
     d: &DestinationRuntime,
     owner: &str,
     row: LeasedDelivery,
+) -> DeliveryOutcome {
+    let span = traces::delivery_span(
+        &row.event.inbox_id,
+        &row.event.endpoint_id,
+        &d.config.id,
+        d.config.kind.name(),
+        attempt_number(row.delivery.attempt_count),
+    );
+    let outcome = deliver_attempt(state, d, owner, row, &span)
+        .instrument(span.clone())
+        .await;
+    traces::outcome(
+        &span,
+        outcome.outcome_word(|done| {
+            if done.duplicate {
+                "duplicate"
+            } else {
+                "delivered"
+            }
+        }),
+    );
+    outcome
+}
+
+async fn deliver_attempt(
+    state: &AppState,
+    d: &DestinationRuntime,
+    owner: &str,
+    row: LeasedDelivery,
+    span: &tracing::Span,
 ) -> DeliveryOutcome {
     let LeasedDelivery { delivery, event } = row;
     let destination = d.config.id.as_str();
@@ -231,12 +263,23 @@ async fn deliver_one(
     let runtime = state.runtime.load_full();
     let result = match open_payload(&runtime.keyring, &event) {
         Ok(body) => match transformed(d, &event.inbox_id, &body).await {
-            Ok(None) => send(state, d, &delivery, &event, &body, None).await,
+            Ok(None) => send(state, d, &delivery, &event, &body, None, span).await,
             Ok(Some(Transformed::Skip)) => Ok(Sent::Skipped),
             Ok(Some(Transformed::Body {
                 bytes,
                 content_type,
-            })) => send(state, d, &delivery, &event, &bytes, Some(content_type)).await,
+            })) => {
+                send(
+                    state,
+                    d,
+                    &delivery,
+                    &event,
+                    &bytes,
+                    Some(content_type),
+                    span,
+                )
+                .await
+            }
             Err(reason) => Err(DeliveryError::Permanent(reason)),
         },
         Err(e) => Err(DeliveryError::Permanent(e.to_string())),
@@ -342,7 +385,9 @@ async fn send(
     event: &hookgate_store::InboxRecord,
     body: &[u8],
     content_type: Option<&str>,
+    span: &tracing::Span,
 ) -> Result<Sent, DeliveryError> {
+    let traceparent = traces::traceparent(span);
     let message = Message {
         inbox_id: &event.inbox_id,
         idempotency_key: delivery.idempotency_key(event),
@@ -353,8 +398,18 @@ async fn send(
         body,
         content_type,
         timestamp: state.clock.now_secs(),
+        traceparent: traceparent.as_deref(),
     };
-    d.destination.deliver(&message).await.map(Sent::Delivered)
+    let result = d.destination.deliver(&message).await;
+    match &result {
+        Ok(delivered) => {
+            if let Some(status) = delivered.http_status {
+                traces::http_status(span, status);
+            }
+        }
+        Err(e) => traces::delivery_error(span, e),
+    }
+    result.map(Sent::Delivered)
 }
 
 /// Records the failed delivery attempt `next` decided, fenced on the lease.

@@ -49,6 +49,20 @@ pub enum Settled<T> {
     StoreFailed,
 }
 
+impl<T> Settled<T> {
+    /// How the attempt ended, as the trace spans say it (`completed` names a success).
+    pub fn outcome_word(&self, completed: impl FnOnce(&T) -> &'static str) -> &'static str {
+        match self {
+            Settled::Completed(done) => completed(done),
+            Settled::Retrying { .. } => "retrying",
+            Settled::Failed => "failed",
+            Settled::Held => "held",
+            Settled::LeaseLost => "lease_lost",
+            Settled::StoreFailed => "store_failed",
+        }
+    }
+}
+
 /// What one step of a loop found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {

@@ -45,7 +45,8 @@ use crate::stage::attempt::{
 };
 use crate::stage::{self, Settled, StageLoop, StagePool, Step};
 use crate::state::{AppState, Runtime};
-use crate::telemetry;
+use crate::{telemetry, traces};
+use tracing::Instrument as _;
 
 /// Runs leased rows through their endpoint's handlers and commits the outcome.
 pub struct Processor {
@@ -94,10 +95,22 @@ impl Processor {
             })
             .await?;
         let mut out: Vec<Option<Processed>> = Vec::with_capacity(leased.len());
+        let mut spans = Vec::with_capacity(leased.len());
         let mut ready = Vec::new();
         let mut ready_rows = Vec::new();
         for record in leased {
-            match self.prepare(owner, &runtime, &record).await {
+            let span = traces::attempt_span(
+                &record.inbox_id,
+                &record.endpoint_id,
+                &record.provider,
+                attempt_number(record.attempt_count),
+            );
+            spans.push(span.clone());
+            match self
+                .prepare(owner, &runtime, &record)
+                .instrument(span)
+                .await
+            {
                 Ok((result, filtered_out)) => {
                     ready.push(result);
                     ready_rows.push((out.len(), record, filtered_out));
@@ -120,7 +133,17 @@ impl Processor {
                 out[at] = Some(committed_outcome(&record, result));
             }
         }
-        Ok(out.into_iter().flatten().collect())
+        let out: Vec<Processed> = out.into_iter().flatten().collect();
+        for (span, processed) in spans.iter().zip(&out) {
+            traces::outcome(
+                span,
+                processed.outcome_word(|done| match done {
+                    Completion::Processed(outcome) => outcome.as_str(),
+                    Completion::Waiting { .. } => "waiting",
+                }),
+            );
+        }
+        Ok(out)
     }
 
     /// Runs the row's handlers and filters its destinations; returns what to commit for it

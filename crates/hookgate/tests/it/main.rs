@@ -41,5 +41,7 @@ mod sequences;
 mod stage_faults;
 mod store_url;
 mod tls;
+#[cfg(feature = "otlp")]
+mod traces;
 mod user_packs;
 mod vectors;

@@ -224,6 +224,19 @@ pub enum DestinationKind {
 }
 
 impl DestinationKind {
+    /// The `kind` as written in the config (`http`, `nats`, `rabbitmq`, `redis_stream`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            DestinationKind::Http { .. } => "http",
+            #[cfg(feature = "nats")]
+            DestinationKind::Nats(_) => "nats",
+            #[cfg(feature = "rabbitmq")]
+            DestinationKind::RabbitMq { .. } => "rabbitmq",
+            #[cfg(feature = "redis-stream")]
+            DestinationKind::RedisStream { .. } => "redis_stream",
+        }
+    }
+
     /// The kind's own lines of `config check`.
     pub(super) fn render(&self, out: &mut String) {
         match self {
