@@ -213,6 +213,8 @@ pub struct AppState {
     pub api_tokens: ArcSwap<crate::admin::api::auth::ApiTokens>,
     /// The rejection log's sampler and ring (drained by `rejections::flusher`).
     pub rejections: crate::rejections::RejectionLog,
+    /// No-retry windows noted by the ingress and not written yet (`no_retry::flusher`).
+    pub no_retry: crate::no_retry::NoRetryWindows,
 }
 
 impl AppState {
@@ -242,6 +244,7 @@ impl AppState {
             verifies_webhooks,
             api_tokens: ArcSwap::from_pointee(Default::default()),
             rejections,
+            no_retry: Default::default(),
         })
     }
 }

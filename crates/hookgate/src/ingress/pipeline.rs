@@ -60,6 +60,16 @@ where
         None => ("_unknown", "_unknown"),
     };
     telemetry::request_answered(endpoint_id, provider, &answer, started.elapsed());
+    if let Some(ep) = &endpoint
+        && answer.refused_for_own_reasons()
+        && ep
+            .config
+            .pack
+            .reconcile()
+            .is_some_and(|rule| !rule.api.provider_retries())
+    {
+        state.no_retry.note(&ep.config.id, state.clock.now_ms());
+    }
     if let Some((cause, reason)) = crate::rejections::cause_of(&answer) {
         state.rejections.record(crate::rejections::Rejected {
             at_ms: state.clock.now_ms(),

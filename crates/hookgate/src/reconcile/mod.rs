@@ -17,6 +17,7 @@
 //! bounded (`[reconcile] batch_size` rows a read, no payload read).
 
 pub mod api;
+mod github;
 pub mod provider;
 
 use std::collections::BTreeMap;
