@@ -45,11 +45,12 @@ pub struct NoRetryWindows {
 }
 
 impl NoRetryWindows {
-    /// The gateway answered `endpoint` non-2xx for its own reasons at `now_ms`.
-    pub fn note(&self, endpoint: &str, now_ms: i64) {
+    /// The gateway answered `endpoint` non-2xx for its own reasons at `answered_ms`, to a
+    /// request that arrived at `arrived_ms`.
+    pub fn note(&self, endpoint: &str, arrived_ms: i64, answered_ms: i64) {
         let at = Window {
-            started_at_ms: now_ms,
-            ended_at_ms: now_ms,
+            started_at_ms: arrived_ms.min(answered_ms),
+            ended_at_ms: answered_ms,
         };
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         match pending.get_mut(endpoint) {
@@ -128,10 +129,10 @@ mod tests {
     #[test]
     fn one_window_per_endpoint_spans_its_answers() {
         let w = NoRetryWindows::default();
-        w.note("gh", 2_000);
-        w.note("gh", 1_000);
-        w.note("gh", 3_000);
-        w.note("other", 5_000);
+        w.note("gh", 2_000, 2_000);
+        w.note("gh", 1_000, 1_200);
+        w.note("gh", 2_500, 3_000);
+        w.note("other", 5_000, 5_000);
         let mut taken: Vec<_> = w.take().into_iter().collect();
         taken.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(
@@ -155,7 +156,7 @@ mod tests {
         );
         assert!(w.pending().is_empty());
         // A failed write goes back merged with what came meanwhile.
-        w.note("gh", 4_000);
+        w.note("gh", 4_000, 4_000);
         w.put_back(
             "gh".into(),
             Window {

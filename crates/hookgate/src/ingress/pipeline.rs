@@ -41,6 +41,8 @@ where
     B: http_body::Body<Data = Bytes>,
 {
     let started = Instant::now();
+    // When the provider sent it, as near as we know (a no-retry window starts here).
+    let arrived_ms = state.clock.now_ms();
     let runtime = state.runtime.load_full();
     let endpoint = request
         .uri()
@@ -68,7 +70,9 @@ where
             .reconcile()
             .is_some_and(|rule| !rule.api.provider_retries())
     {
-        state.no_retry.note(&ep.config.id, state.clock.now_ms());
+        state
+            .no_retry
+            .note(&ep.config.id, arrived_ms, state.clock.now_ms());
     }
     if let Some((cause, reason)) = crate::rejections::cause_of(&answer) {
         state.rejections.record(crate::rejections::Rejected {

@@ -214,10 +214,11 @@ impl ProviderRun<'_> {
                 .map_or(horizon_start, |c| c.checkpoint_at_ms),
         };
         // A window the checkpoint already passed (written after a run that started later)
-        // is covered by starting at it.
+        // is covered by starting at it, less the overlap: the provider stamps a delivery
+        // with its own clock, when it sent it.
         let from_ms = windows
             .iter()
-            .map(|w| w.started_at_ms)
+            .map(|w| w.started_at_ms.saturating_sub(ms(CHECKPOINT_OVERLAP)))
             .fold(from_ms, i64::min)
             .max(horizon_start);
         let mut report = ProviderReport::new(ep, rc.api, from_ms);
