@@ -624,7 +624,20 @@ pub(crate) static SELECT_KEY: Statement = Statement::new(
     "SELECT inbox_id FROM inbox WHERE provider = $1 AND endpoint_id = $2 AND provider_event_id = $3",
 );
 
+/// Extends the endpoint's newest open window to `ended at` when the new one starts within or
+/// after it (only a window's start decides where a run begins, so one open window per
+/// endpoint is enough); an earlier start (another instance's older window) is recorded as a
+/// window of its own, so a run that already read the newest one still starts early enough.
 /// Parameters: endpoint, started at, ended at.
+pub(crate) static EXTEND_WINDOW: Statement = Statement::new(
+    "UPDATE reconcile_no_retry_windows \
+     SET ended_at = CASE WHEN ended_at > $3 THEN ended_at ELSE $3 END \
+     WHERE window_id = (SELECT max(window_id) FROM reconcile_no_retry_windows \
+                        WHERE endpoint_id = $1 AND covered_at IS NULL) \
+       AND started_at <= $2",
+);
+
+/// When [`EXTEND_WINDOW`] changed nothing. Parameters: endpoint, started at, ended at.
 pub(crate) static INSERT_WINDOW: Statement = Statement::new(
     "INSERT INTO reconcile_no_retry_windows (endpoint_id, started_at, ended_at) VALUES ($1, $2, $3)",
 );

@@ -512,7 +512,8 @@ pub trait ReconcileStore: Send + Sync {
     ) -> Result<Option<String>, StoreError>;
 
     /// Records a no-retry window of the endpoint: the gateway answered non-2xx from
-    /// `started_at_ms` to `ended_at_ms`.
+    /// `started_at_ms` to `ended_at_ms`. It extends the endpoint's newest open window when it
+    /// starts within or after that one (one open window per endpoint), else it is a new one.
     async fn record_no_retry_window(
         &self,
         endpoint_id: &str,

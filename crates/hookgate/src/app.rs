@@ -308,6 +308,13 @@ impl Gateway {
             // rejections of the drain.
             refresher.push(tokio::spawn(crate::rejections::flusher(
                 state.clone(),
+                refresher_stop.clone(),
+            )));
+            // Likewise: its last flush writes the no-retry windows of the drain (what the
+            // store refuses then is lost with the process; the next run still covers the
+            // time since the last checkpoint).
+            refresher.push(tokio::spawn(crate::no_retry::flusher(
+                state.clone(),
                 refresher_stop,
             )));
         }

@@ -12,6 +12,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod ingress;
+pub mod no_retry;
 pub mod reconcile;
 pub mod rejections;
 pub mod relay;

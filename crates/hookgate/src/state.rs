@@ -215,6 +215,8 @@ pub struct AppState {
     pub rejections: crate::rejections::RejectionLog,
     /// Provider reconcile runs the `sequence_gaps` stage asked the `reconcile` stage for.
     pub provider_asks: crate::reconcile::asks::ProviderAsks,
+    /// No-retry windows noted by the ingress and not written yet (`no_retry::flusher`).
+    pub no_retry: crate::no_retry::NoRetryWindows,
 }
 
 impl AppState {
@@ -245,6 +247,7 @@ impl AppState {
             api_tokens: ArcSwap::from_pointee(Default::default()),
             rejections,
             provider_asks: Default::default(),
+            no_retry: Default::default(),
         })
     }
 }

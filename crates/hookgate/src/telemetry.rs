@@ -718,8 +718,9 @@ pub fn reconcile_run_finished(
 }
 
 /// Provider reconciliation looked at one event or delivery: `found` (brought in),
-/// `already_present` (its row exists: a duplicate, nothing else happens) or `redelivered`
-/// (a redelivery requested from the provider).
+/// `already_present` (its row exists: a duplicate, nothing else happens), `answered` (no row,
+/// but the provider lists a 2xx answer to it: not asked again) or `redelivered` (a
+/// redelivery requested from the provider).
 pub fn reconciled(provider: &'static str, endpoint: &str, event_id: &str, outcome: &'static str) {
     counter!(RECONCILED, "provider" => provider, "outcome" => outcome).increment(1);
     if outcome != "already_present" {
@@ -735,6 +736,16 @@ pub fn provider_reconcile_finished(provider: &'static str, endpoint: &str, error
         None => tracing::info!(provider, endpoint, "provider reconcile run finished"),
         Some(error) => tracing::warn!(provider, endpoint, error, "provider reconcile run failed"),
     }
+}
+
+/// A no-retry window of the endpoint was written (recorded, or its open window extended).
+pub fn no_retry_window_recorded(endpoint: &str, started_at_ms: i64, ended_at_ms: i64) {
+    tracing::info!(
+        endpoint,
+        started_at_ms,
+        ended_at_ms,
+        "no-retry window recorded: the next provider reconciliation covers it"
+    );
 }
 
 /// The gateway answered a provider that never retries with non-2xx: its no-retry window

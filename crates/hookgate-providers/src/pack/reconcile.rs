@@ -31,14 +31,22 @@ pub enum ReconcileApi {
     /// each event listed is the body a webhook would carry, authenticated by the API call, and
     /// is stored as it is listed.
     StripeEvents,
+    /// GitHub's hook deliveries (`GET /{hook}/deliveries`, paginated by the `Link` header's
+    /// cursor): each listed delivery names its GUID (the `X-GitHub-Delivery` header, the
+    /// event id) and the status code the receiver answered; a delivery never answered 2xx is
+    /// asked for again (`POST /{hook}/deliveries/{id}/attempts`) and arrives signed as a
+    /// webhook. GitHub never retries on its own, so the gateway's own non-2xx answers are
+    /// recorded as no-retry windows the next run covers.
+    GithubDeliveries,
 }
 
 impl ReconcileApi {
-    pub const ALL: [ReconcileApi; 1] = [ReconcileApi::StripeEvents];
+    pub const ALL: [ReconcileApi; 2] = [ReconcileApi::StripeEvents, ReconcileApi::GithubDeliveries];
 
     pub fn as_str(self) -> &'static str {
         match self {
             ReconcileApi::StripeEvents => "stripe_events",
+            ReconcileApi::GithubDeliveries => "github_deliveries",
         }
     }
 
@@ -46,13 +54,27 @@ impl ReconcileApi {
     pub fn default_api_base(self) -> &'static str {
         match self {
             ReconcileApi::StripeEvents => "https://api.stripe.com",
+            ReconcileApi::GithubDeliveries => "https://api.github.com",
         }
     }
 
-    /// Whether an endpoint names its hook (`reconcile.hook`): none of the APIs so far.
+    /// Whether an endpoint names its hook (`reconcile.hook`): the API lists one hook's
+    /// deliveries.
     pub fn needs_hook(self) -> bool {
         match self {
             ReconcileApi::StripeEvents => false,
+            ReconcileApi::GithubDeliveries => true,
+        }
+    }
+
+    /// Whether the provider sends a delivery it was answered non-2xx again on its own. When
+    /// it does not (GitHub), the gateway records the times it answered such an endpoint with
+    /// non-2xx for its own reasons (no-retry windows), and the endpoint's next run covers
+    /// them.
+    pub fn provider_retries(self) -> bool {
+        match self {
+            ReconcileApi::StripeEvents => true,
+            ReconcileApi::GithubDeliveries => false,
         }
     }
 }
@@ -91,6 +113,15 @@ pub(super) fn compile(
             "stripe_events needs an event id read from the JSON body",
         ));
     }
+    // A delivery is matched to its row by the GUID, which only the delivery's header carries.
+    if api == ReconcileApi::GithubDeliveries
+        && !matches!(event_id, IdRule::Headers(h) if h.iter().any(|n| n.eq_ignore_ascii_case("x-github-delivery")))
+    {
+        return Err(paths.err(
+            "reconcile.api",
+            "github_deliveries needs the event id read from the X-GitHub-Delivery header",
+        ));
+    }
     Ok(Some(ReconcileRule {
         api,
         horizon_seconds: spec.horizon_seconds,
@@ -127,6 +158,17 @@ mod tests {
                 horizon_seconds: 30 * 86_400
             })
         );
+        let github = compile_builtin("github").unwrap().unwrap();
+        assert_eq!(
+            github.reconcile(),
+            Some(ReconcileRule {
+                api: ReconcileApi::GithubDeliveries,
+                horizon_seconds: 3 * 86_400
+            })
+        );
+        assert!(github.reconcile().unwrap().api.needs_hook());
+        assert!(!github.reconcile().unwrap().api.provider_retries());
+        assert!(stripe.reconcile().unwrap().api.provider_retries());
         assert!(
             compile_builtin("shopify")
                 .unwrap()
@@ -160,6 +202,10 @@ mod tests {
         assert!(e.to_string().contains("reconcile.horizon_seconds"), "{e}");
         let headers = IdRule::Headers(vec!["x-id"]);
         assert!(compile(&paths, Some(&spec("stripe_events", 10)), &headers).is_err());
+        let e = compile(&paths, Some(&spec("github_deliveries", 10)), &json).unwrap_err();
+        assert!(e.to_string().contains("X-GitHub-Delivery"), "{e}");
+        let guid = IdRule::Headers(vec!["x-github-delivery"]);
+        assert!(compile(&paths, Some(&spec("github_deliveries", 10)), &guid).is_ok());
         assert_eq!(compile(&paths, None, &json).unwrap(), None);
     }
 }

@@ -10,8 +10,9 @@ use super::PostgresStore;
 use super::jobs::bind;
 use super::tx::{Failed, RetryableWrite, with_transaction};
 use crate::reconcile::{
-    COVER_WINDOWS, Checkpoint, INSERT_WINDOW, MAX_OPEN_WINDOWS, NoRetryWindow, OPEN_WINDOWS,
-    POSTGRES_SAVE_CHECKPOINT, SELECT_CHECKPOINT, SELECT_KEY, checkpoint_row, window_row,
+    COVER_WINDOWS, Checkpoint, EXTEND_WINDOW, INSERT_WINDOW, MAX_OPEN_WINDOWS, NoRetryWindow,
+    OPEN_WINDOWS, POSTGRES_SAVE_CHECKPOINT, SELECT_CHECKPOINT, SELECT_KEY, checkpoint_row,
+    window_row,
 };
 use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
@@ -85,9 +86,16 @@ impl RetryableWrite for ProviderOp<'_> {
                 started_at_ms,
                 ended_at_ms,
             } => {
-                let stmt = tx.prepare_cached(INSERT_WINDOW.postgres()).await?;
-                tx.execute(&stmt, &[endpoint_id, started_at_ms, ended_at_ms])
-                    .await?
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                    [endpoint_id, started_at_ms, ended_at_ms];
+                let extend = tx.prepare_cached(EXTEND_WINDOW.postgres()).await?;
+                match tx.execute(&extend, &params).await? {
+                    0 => {
+                        let insert = tx.prepare_cached(INSERT_WINDOW.postgres()).await?;
+                        tx.execute(&insert, &params).await?
+                    }
+                    n => n,
+                }
             }
             ProviderOp::CoverWindows {
                 endpoint_id,

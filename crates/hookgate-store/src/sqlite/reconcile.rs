@@ -8,8 +8,9 @@ use super::SqliteStore;
 use super::jobs::bind;
 use super::read::mapped;
 use crate::reconcile::{
-    COVER_WINDOWS, Checkpoint, INSERT_WINDOW, MAX_OPEN_WINDOWS, NoRetryWindow, OPEN_WINDOWS,
-    SELECT_CHECKPOINT, SELECT_KEY, SQLITE_SAVE_CHECKPOINT, checkpoint_row, window_row,
+    COVER_WINDOWS, Checkpoint, EXTEND_WINDOW, INSERT_WINDOW, MAX_OPEN_WINDOWS, NoRetryWindow,
+    OPEN_WINDOWS, SELECT_CHECKPOINT, SELECT_KEY, SQLITE_SAVE_CHECKPOINT, checkpoint_row,
+    window_row,
 };
 use crate::reconcile::{
     FINISH_RUN, FindingAction, FindingBatch, FindingKind, FindingQuery, FindingRecord, FoundEvent,
@@ -399,8 +400,15 @@ impl ReconcileStore for SqliteStore {
     ) -> Result<(), StoreError> {
         let endpoint_id = endpoint_id.to_owned();
         self.write(move |conn| {
-            conn.prepare_cached(INSERT_WINDOW.sqlite())?
-                .execute(rusqlite::params![endpoint_id, started_at_ms, ended_at_ms])?;
+            let params = rusqlite::params![endpoint_id, started_at_ms, ended_at_ms];
+            if conn
+                .prepare_cached(EXTEND_WINDOW.sqlite())?
+                .execute(params)?
+                == 0
+            {
+                conn.prepare_cached(INSERT_WINDOW.sqlite())?
+                    .execute(params)?;
+            }
             Ok(())
         })
         .await

@@ -64,28 +64,49 @@ fn host_ip(url: &url::Url) -> Option<IpAddr> {
     }
 }
 
-/// `repos/{owner}/{repo}/hooks/{id}` or `orgs/{org}/hooks/{id}`, names without `/`, `?`,
-/// `#` or `%`, a numeric id.
+/// A GitHub account (user or organisation) name: letters, digits and single hyphens, not at
+/// either end, at most 39 characters.
+fn valid_account(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 39
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--")
+}
+
+/// A GitHub repository name: letters, digits, `-`, `_` and `.`, at most 100, not `.` or `..`.
+fn valid_repository(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 100
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s != "."
+        && s != ".."
+}
+
+/// `repos/{owner}/{repo}/hooks/{id}` or `orgs/{org}/hooks/{id}`: GitHub's names, a numeric id
+/// (no leading zero), nothing else — the hook becomes part of the URL the key is sent to.
 fn valid_hook(hook: &str) -> bool {
     let parts: Vec<&str> = hook.split('/').collect();
-    let name_ok = |s: &str| {
+    let id_ok = |s: &str| {
         !s.is_empty()
-            && s.len() <= 100
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && s != "."
-            && s != ".."
+            && s.len() <= 19
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && !s.starts_with('0')
     };
-    let id_ok = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
     match parts.as_slice() {
-        ["repos", owner, repo, "hooks", id] => name_ok(owner) && name_ok(repo) && id_ok(id),
-        ["orgs", org, "hooks", id] => name_ok(org) && id_ok(id),
+        ["repos", owner, repo, "hooks", id] => {
+            valid_account(owner) && valid_repository(repo) && id_ok(id)
+        }
+        ["orgs", org, "hooks", id] => valid_account(org) && id_ok(id),
         _ => false,
     }
 }
 
 pub(super) fn resolve_endpoint_reconcile(
     raw: Option<RawEndpointReconcile>,
+    endpoint_id: &str,
     at: &dyn Fn(&str) -> String,
     pack: &Pack,
     base: &Path,
@@ -158,25 +179,36 @@ pub(super) fn resolve_endpoint_reconcile(
         return Err(err(at("reconcile.interval_seconds"), "must be 10 to 86400"));
     }
     let hook = match (rule.api.needs_hook(), raw.hook) {
-        (true, Some(hook)) if valid_hook(hook.trim_matches('/')) => {
-            Some(hook.trim_matches('/').to_owned())
-        }
+        (true, Some(hook)) if valid_hook(&hook) => Some(hook),
         (true, Some(_)) => {
             return Err(err(
                 at("reconcile.hook"),
-                "must be repos/{owner}/{repo}/hooks/{id} or orgs/{org}/hooks/{id}",
+                format!(
+                    "endpoint {endpoint_id:?}: must be repos/{{owner}}/{{repo}}/hooks/{{id}} or \
+                     orgs/{{org}}/hooks/{{id}} (GitHub's owner, repository and organisation \
+                     names; a numeric hook id)"
+                ),
             ));
         }
         (true, None) => {
             return Err(err(
                 at("reconcile.hook"),
-                format!("provider {} needs the hook to reconcile", pack.id()),
+                format!(
+                    "endpoint {endpoint_id:?}: provider {} reconciles one hook's deliveries: set \
+                     hook = \"repos/{{owner}}/{{repo}}/hooks/{{id}}\" or \"orgs/{{org}}/hooks/{{id}}\"",
+                    pack.id()
+                ),
             ));
         }
         (false, Some(_)) => {
             return Err(err(
                 at("reconcile.hook"),
-                format!("provider {} has no hook to name", pack.id()),
+                format!(
+                    "endpoint {endpoint_id:?}: provider {}'s reconciliation ({}) has no hook to \
+                     name; remove it",
+                    pack.id(),
+                    rule.api.as_str()
+                ),
             ));
         }
         (false, None) => None,
@@ -293,16 +325,30 @@ mod tests {
 
     #[test]
     fn hooks_are_repository_or_organisation_hooks() {
-        for ok in ["repos/octo/hello-world/hooks/12345", "orgs/octo/hooks/1"] {
+        for ok in [
+            "repos/octo/hello-world/hooks/12345",
+            "repos/octo-cat/my_repo.rs/hooks/9",
+            "orgs/octo/hooks/1",
+        ] {
             assert!(valid_hook(ok), "{ok}");
         }
         for bad in [
             "repos/octo/hooks/1",
             "repos/octo/x/hooks/abc",
+            "repos/octo/x/hooks/01",
+            "repos/octo/x/hooks/",
+            "repos/octo/../hooks/1",
+            "repos/octo_cat/x/hooks/1",
+            "repos/-octo/x/hooks/1",
+            "repos/octo/x y/hooks/1",
             "orgs/../hooks/1",
+            "orgs/o.o/hooks/1",
             "orgs/o/hooks/1/deliveries",
+            "/orgs/o/hooks/1",
+            "orgs/o/hooks/1/",
             "users/o/hooks/1",
             "orgs/o%2F/hooks/1",
+            "orgs/o/hooks/1?x=1",
         ] {
             assert!(!valid_hook(bad), "{bad}");
         }

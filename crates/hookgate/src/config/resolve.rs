@@ -630,8 +630,14 @@ fn resolve_endpoint(
         }
         handlers.push(kind);
     }
-    let reconcile =
-        super::reconcile::resolve_endpoint_reconcile(e.reconcile, &at, pack, base, warnings)?;
+    let reconcile = super::reconcile::resolve_endpoint_reconcile(
+        e.reconcile,
+        &e.id,
+        &at,
+        pack,
+        base,
+        warnings,
+    )?;
     let object_id_pointer = resolve_pointer(e.object_id_pointer, at("object_id_pointer"), pack)?;
     let object_version_pointer =
         resolve_pointer(e.object_version_pointer, at("object_version_pointer"), pack)?;

@@ -1183,8 +1183,24 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         // Provider reconciliation.
         (
+            plus(&sw_endpoint("reconcile = { api_key = \"k\" }\n")),
+            "config error at `endpoints[0].reconcile`: provider standard_webhooks has no API reconciliation in its pack (`reconcile`)",
+        ),
+        (
             plus(&github_endpoint("reconcile = { api_key = \"k\" }\n")),
-            "config error at `endpoints[0].reconcile`: provider github has no API reconciliation in its pack (`reconcile`)",
+            "config error at `endpoints[0].reconcile.hook`: endpoint \"gh\": provider github reconciles one hook's deliveries: set hook = \"repos/{owner}/{repo}/hooks/{id}\" or \"orgs/{org}/hooks/{id}\"",
+        ),
+        (
+            plus(&github_endpoint(
+                "reconcile = { api_key = \"k\", hook = \"repos/octo/hello/hooks/1/deliveries\" }\n",
+            )),
+            "config error at `endpoints[0].reconcile.hook`: endpoint \"gh\": must be repos/{owner}/{repo}/hooks/{id} or orgs/{org}/hooks/{id} (GitHub's owner, repository and organisation names; a numeric hook id)",
+        ),
+        (
+            plus(&github_endpoint(
+                "reconcile = { api_key = \"k\", hook = \"orgs/octo_cat/hooks/1\" }\n",
+            )),
+            "config error at `endpoints[0].reconcile.hook`: endpoint \"gh\": must be repos/{owner}/{repo}/hooks/{id} or orgs/{org}/hooks/{id} (GitHub's owner, repository and organisation names; a numeric hook id)",
         ),
         (
             plus(&stripe_endpoint(
@@ -1208,7 +1224,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
             plus(&stripe_endpoint(
                 "reconcile = { api_key = \"k\", hook = \"orgs/o/hooks/1\" }\n",
             )),
-            "config error at `endpoints[0].reconcile.hook`: provider stripe has no hook to name",
+            "config error at `endpoints[0].reconcile.hook`: endpoint \"pay\": provider stripe's reconciliation (stripe_events) has no hook to name; remove it",
         ),
         (
             plus(&github_endpoint("retry = { base_ms = 0 }\n")),
@@ -1688,6 +1704,21 @@ fn provider_reconcile_resolves_with_warnings_for_loopback_and_literal_keys() {
             .reconcile
             .is_none()
     );
+    let c = load(&plus(&github_endpoint(
+        "reconcile = { api_key = \"ghp_1\", hook = \"repos/octo-cat/hello.world/hooks/42\" }\n",
+    )))
+    .unwrap();
+    let rc = c.endpoints[0].reconcile.as_ref().unwrap();
+    assert_eq!(
+        rc.api,
+        hookgate_providers::pack::ReconcileApi::GithubDeliveries
+    );
+    assert_eq!(rc.api_base, "https://api.github.com");
+    assert_eq!(
+        rc.hook.as_deref(),
+        Some("repos/octo-cat/hello.world/hooks/42")
+    );
+    assert_eq!(rc.horizon, std::time::Duration::from_secs(3 * 86_400));
 }
 
 #[test]

@@ -42,6 +42,8 @@ where
     B: http_body::Body<Data = Bytes>,
 {
     let started = Instant::now();
+    // When the provider sent it, as near as we know (a no-retry window starts here).
+    let arrived_ms = state.clock.now_ms();
     let runtime = state.runtime.load_full();
     let endpoint = request
         .uri()
@@ -67,6 +69,18 @@ where
         }
     };
     telemetry::request_answered(endpoint_id, provider, &answer, started.elapsed());
+    if let Some(ep) = &endpoint
+        && answer.refused_for_own_reasons()
+        && ep
+            .config
+            .pack
+            .reconcile()
+            .is_some_and(|rule| !rule.api.provider_retries())
+    {
+        state
+            .no_retry
+            .note(&ep.config.id, arrived_ms, state.clock.now_ms());
+    }
     let rejection = crate::rejections::cause_of(&answer);
     let traced = (!span.is_disabled()).then(|| {
         (

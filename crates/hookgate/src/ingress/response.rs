@@ -64,6 +64,20 @@ pub enum Answer {
 }
 
 impl Answer {
+    /// Whether the gateway refused the request for its own reasons (shed, rate-limited by
+    /// its own limits, the store down or failing): nothing wrong with the request, which a
+    /// provider that never retries does not send again (a no-retry window).
+    pub fn refused_for_own_reasons(&self) -> bool {
+        match self {
+            Answer::RateLimited { .. }
+            | Answer::Unavailable { .. }
+            | Answer::Overloaded { .. }
+            | Answer::Internal => true,
+            Answer::Provider { of, .. } => of.refused_for_own_reasons(),
+            _ => false,
+        }
+    }
+
     /// The metric label of this outcome (`hookgate_requests_total{outcome=…}`).
     pub fn outcome(&self) -> &'static str {
         match self {

@@ -17,6 +17,9 @@ const MIN_GAP: Duration = Duration::from_millis(50);
 /// run, which the next one resumes from its checkpoint.
 const MAX_RATE_WAIT: Duration = Duration::from_secs(60);
 
+/// The wait after a rate-limit answer that names no time (GitHub's secondary rate limit).
+const SECONDARY_RATE_WAIT: Duration = Duration::from_secs(60);
+
 /// Calls made again after a 429 (or a 5xx) before the run fails.
 const MAX_RETRIES: u32 = 4;
 
@@ -48,6 +51,14 @@ pub enum ApiError {
         provider: &'static str,
         endpoint: String,
         tries: u32,
+    },
+    #[error(
+        "{provider} API's next page for endpoint {endpoint:?} is on another origin ({origin}) than reconcile.api_base: not followed"
+    )]
+    ForeignLink {
+        provider: &'static str,
+        endpoint: String,
+        origin: String,
     },
     #[error("{provider} API call ({what}) for endpoint {endpoint:?} failed: {reason}")]
     Transport {
@@ -167,7 +178,12 @@ impl ApiClient {
                 .await
                 .map_err(|e| transport(e.to_owned()))?;
             let now_unix = jiff::Timestamp::now().as_second();
-            let wait = rate_wait(&headers, now_unix);
+            let mut wait = rate_wait(&headers, now_unix);
+            // GitHub's secondary rate limit: a 403 (or 429) that may carry neither header; its
+            // docs ask for at least a minute's wait.
+            if wait.is_none() && matches!(status, 403 | 429) && mentions_rate_limit(&body) {
+                wait = Some(SECONDARY_RATE_WAIT);
+            }
             let limited = status == 429 || (status == 403 && wait.is_some());
             if limited || (500..600).contains(&status) {
                 if tries > MAX_RETRIES {
@@ -265,6 +281,18 @@ fn error_detail(body: &[u8]) -> String {
     }
 }
 
+/// Whether an error answer's `message` (GitHub's `{"message": …}`) says it is a rate limit.
+fn mentions_rate_limit(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|json| {
+            json.get("message")
+                .and_then(|m| m.as_str())
+                .map(|m| m.to_ascii_lowercase().contains("rate limit"))
+        })
+        .unwrap_or(false)
+}
+
 async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, &'static str> {
     let mut body = Vec::new();
     while let Some(chunk) = response
@@ -298,6 +326,18 @@ mod tests {
         left.insert("x-ratelimit-remaining", "10".parse().unwrap());
         left.insert("x-ratelimit-reset", "130".parse().unwrap());
         assert_eq!(rate_wait(&left, 100), None);
+    }
+
+    #[test]
+    fn secondary_rate_limits_are_told_by_their_message() {
+        assert!(mentions_rate_limit(
+            br#"{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}"#
+        ));
+        assert!(mentions_rate_limit(
+            br#"{"message":"API rate limit exceeded for installation ID 1."}"#
+        ));
+        assert!(!mentions_rate_limit(br#"{"message":"Bad credentials"}"#));
+        assert!(!mentions_rate_limit(b"rate limit"));
     }
 
     #[test]

@@ -19,6 +19,7 @@
 
 pub mod api;
 pub mod asks;
+mod github;
 pub mod provider;
 
 use std::collections::BTreeMap;

@@ -7,6 +7,9 @@
 //! - Stripe (`stripe_events`): `GET /v1/events`, created since the checkpoint, paginated by
 //!   `has_more` / `starting_after`; each event without a row is stored sealed like any
 //!   payload, `source = reconciled`, with the body the API call authenticated.
+//! - GitHub (`github_deliveries`, `github.rs`): the hook's deliveries since the start; a GUID
+//!   neither in the inbox nor ever answered 2xx is redelivered once (its latest failed
+//!   delivery), and arrives as a signed webhook.
 //!
 //! Where a run starts: `--since`, else the endpoint's checkpoint, else the provider's listing
 //! horizon back from now; an open no-retry window older than that start moves it back. A run
@@ -64,8 +67,9 @@ pub(super) fn store_err(what: &'static str) -> impl FnOnce(StoreError) -> Provid
 pub struct Looked {
     /// The provider's event id (Stripe) or delivery GUID (GitHub).
     pub event_id: String,
-    /// `found`, `already_present`, `redelivered`; a dry run's `found` / `redelivered` say
-    /// what a run would do.
+    /// `found`, `already_present`, `answered` (GitHub: not in the inbox, but a delivery of it
+    /// was answered 2xx, so it is not asked for again), `redelivered`; a dry run's `found` /
+    /// `redelivered` say what a run would do.
     pub outcome: &'static str,
     pub inbox_id: Option<String>,
 }
@@ -80,6 +84,7 @@ pub struct ProviderReport {
     pub from_ms: i64,
     pub found: u64,
     pub already_present: u64,
+    pub answered: u64,
     pub redelivered: u64,
     /// The checkpoint saved (`None`: a dry run, or a run that stopped at [`MAX_PAGES`]).
     pub checkpoint_ms: Option<i64>,
@@ -97,6 +102,7 @@ impl ProviderReport {
             from_ms,
             found: 0,
             already_present: 0,
+            answered: 0,
             redelivered: 0,
             checkpoint_ms: None,
             more: false,
@@ -114,6 +120,7 @@ impl ProviderReport {
         match outcome {
             "found" => self.found += 1,
             "redelivered" => self.redelivered += 1,
+            "answered" => self.answered += 1,
             _ => self.already_present += 1,
         }
         if !dry_run {
@@ -132,6 +139,7 @@ impl ProviderReport {
             "from": jiff::Timestamp::from_millisecond(self.from_ms).ok().map(|t| t.to_string()),
             "found": self.found,
             "already_present": self.already_present,
+            "answered": self.answered,
             "redelivered": self.redelivered,
             "checkpoint": self.checkpoint_ms
                 .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
@@ -206,15 +214,17 @@ impl ProviderRun<'_> {
                 .map_or(horizon_start, |c| c.checkpoint_at_ms),
         };
         // A window the checkpoint already passed (written after a run that started later)
-        // is covered by starting at it.
+        // is covered by starting at it, less the overlap: the provider stamps a delivery
+        // with its own clock, when it sent it.
         let from_ms = windows
             .iter()
-            .map(|w| w.started_at_ms)
+            .map(|w| w.started_at_ms.saturating_sub(ms(CHECKPOINT_OVERLAP)))
             .fold(from_ms, i64::min)
             .max(horizon_start);
         let mut report = ProviderReport::new(ep, rc.api, from_ms);
         match rc.api {
             ReconcileApi::StripeEvents => self.stripe(ep, rc, &mut report).await?,
+            ReconcileApi::GithubDeliveries => self.github(ep, rc, &mut report).await?,
         }
         if !self.dry_run && !report.more {
             let checkpoint = self.now_ms.saturating_sub(ms(CHECKPOINT_OVERLAP));

@@ -12,6 +12,7 @@ mod console;
 mod crash;
 mod delivery;
 mod deploy;
+mod github_reconcile;
 mod handshakes;
 mod holds;
 mod hostile;

@@ -193,6 +193,7 @@ macro_rules! conformance_tests {
             job_batches_are_fenced_resumable_and_exact,
             rejections_page_filter_count_and_trim,
             reconcile_scans_repair_once_and_record_findings,
+            no_retry_windows_extend_cover_and_stay_apart,
             sequence_gap_waits_fills_and_follows,
             sequence_gaps_are_held_and_released_in_order,
             too_many_waiting_events_are_held,

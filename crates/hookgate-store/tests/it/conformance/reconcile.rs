@@ -411,3 +411,72 @@ pub async fn reconcile_scans_repair_once_and_record_findings(store: Arc<dyn Stor
     assert!(store.get_run("nope").await.unwrap().is_none());
     store.close().await;
 }
+
+/// No-retry windows: a window starting within or after the endpoint's open one extends it
+/// (one open window per endpoint); an earlier start is a window of its own; covering closes
+/// the windows up to the one a run read, not one written after; endpoints stay apart.
+pub async fn no_retry_windows_extend_cover_and_stay_apart(store: Arc<dyn Store>) {
+    assert!(store.open_no_retry_windows("gh").await.unwrap().is_empty());
+    store
+        .record_no_retry_window("gh", 1_000, 1_500)
+        .await
+        .unwrap();
+    store
+        .record_no_retry_window("gh", 1_200, 2_000)
+        .await
+        .unwrap();
+    store
+        .record_no_retry_window("gh", 5_000, 5_100)
+        .await
+        .unwrap();
+    // An extension never shortens.
+    store
+        .record_no_retry_window("gh", 1_000, 1_100)
+        .await
+        .unwrap();
+    store
+        .record_no_retry_window("other", 3_000, 3_000)
+        .await
+        .unwrap();
+    let open = store.open_no_retry_windows("gh").await.unwrap();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((open[0].started_at_ms, open[0].ended_at_ms), (1_000, 5_100));
+    // Another instance's older window is kept apart: a run that read the newest one and
+    // started there has not covered it.
+    store.record_no_retry_window("gh", 500, 600).await.unwrap();
+    let open = store.open_no_retry_windows("gh").await.unwrap();
+    assert_eq!(
+        open.iter()
+            .map(|w| (w.started_at_ms, w.ended_at_ms))
+            .collect::<Vec<_>>(),
+        vec![(1_000, 5_100), (500, 600)]
+    );
+    let first = open[0].window_id;
+    assert_eq!(
+        store
+            .cover_no_retry_windows("gh", first, 9_000)
+            .await
+            .unwrap(),
+        1
+    );
+    let open = store.open_no_retry_windows("gh").await.unwrap();
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].started_at_ms, 500);
+    assert_eq!(
+        store
+            .cover_no_retry_windows("gh", open[0].window_id, 9_000)
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(store.open_no_retry_windows("gh").await.unwrap().is_empty());
+    // After everything was covered, the next answer opens a new window.
+    store
+        .record_no_retry_window("gh", 10_000, 10_000)
+        .await
+        .unwrap();
+    let open = store.open_no_retry_windows("gh").await.unwrap();
+    assert_eq!((open.len(), open[0].started_at_ms), (1, 10_000));
+    assert_eq!(store.open_no_retry_windows("other").await.unwrap().len(), 1);
+    store.close().await;
+}
