@@ -10,7 +10,8 @@
 //!   `already_present`; else any delivery answered 2xx → `answered` (a receiver took it —
 //!   another instance, or a row retention removed: nothing is asked again); else `POST
 //!   {api_base}/{hook}/deliveries/{id}/attempts` of its latest failed delivery (202) →
-//!   `redelivered`. Oldest GUIDs first, so redeliveries arrive in about the order they were
+//!   `redelivered`; a 422 for it → `redelivery_refused` (reported, the run goes on). Oldest
+//!   GUIDs first, so redeliveries arrive in about the order they were
 //!   sent.
 
 use std::collections::HashMap;
@@ -28,6 +29,10 @@ use crate::config::reconcile::EndpointReconcile;
 const API_VERSION: &str = "2022-11-28";
 
 const ACCEPT: &str = "application/vnd.github+json";
+
+/// GitHub's answer to a redelivery request it will not carry out for that delivery
+/// ("Validation failed"); any other non-2xx answer fails the run.
+const REDELIVERY_REFUSED: u16 = 422;
 
 /// One delivery as `GET …/hooks/{id}/deliveries` lists it (fields the run does not read are
 /// ignored).
@@ -171,6 +176,18 @@ impl ProviderRun<'_> {
                         github_request(http.post(&url), rc)
                     })
                     .await?;
+                if answer.status == REDELIVERY_REFUSED {
+                    // This delivery cannot be redelivered (GitHub keeps deliveries
+                    // redeliverable for a few days): reported, and the others still asked for.
+                    tracing::warn!(
+                        endpoint = %ep.id,
+                        guid = %guid,
+                        delivery_id,
+                        "GitHub refused to redeliver a delivery that never arrived (422)"
+                    );
+                    report.look(false, guid, "redelivery_refused", None);
+                    continue;
+                }
                 if !(200..300).contains(&answer.status) {
                     return Err(ApiError::Status {
                         provider,

@@ -86,6 +86,9 @@ pub struct ProviderReport {
     pub already_present: u64,
     pub answered: u64,
     pub redelivered: u64,
+    /// Redelivery requests GitHub refused for that delivery (422: too old, or not
+    /// redeliverable): counted and listed, the run goes on.
+    pub redelivery_refused: u64,
     /// The checkpoint saved (`None`: a dry run, or a run that stopped at [`MAX_PAGES`]).
     pub checkpoint_ms: Option<i64>,
     /// The listing was longer than one run reads.
@@ -104,6 +107,7 @@ impl ProviderReport {
             already_present: 0,
             answered: 0,
             redelivered: 0,
+            redelivery_refused: 0,
             checkpoint_ms: None,
             more: false,
             looked: Vec::new(),
@@ -120,6 +124,7 @@ impl ProviderReport {
         match outcome {
             "found" => self.found += 1,
             "redelivered" => self.redelivered += 1,
+            "redelivery_refused" => self.redelivery_refused += 1,
             "answered" => self.answered += 1,
             _ => self.already_present += 1,
         }
@@ -141,6 +146,7 @@ impl ProviderReport {
             "already_present": self.already_present,
             "answered": self.answered,
             "redelivered": self.redelivered,
+            "redelivery_refused": self.redelivery_refused,
             "checkpoint": self.checkpoint_ms
                 .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
                 .map(|t| t.to_string()),

@@ -52,6 +52,8 @@ struct GithubState {
     list_calls: Vec<Option<usize>>,
     /// Delivery ids a redelivery was asked for, in order.
     attempts: Vec<u64>,
+    /// Delivery ids whose redelivery GitHub refuses (422 "Validation Failed").
+    refused: Vec<u64>,
     /// The next list call is answered 403 with a spent rate limit resetting in 2 s.
     rate_limit_once: bool,
     limited_at: Option<Instant>,
@@ -231,6 +233,13 @@ async fn redeliver(
     let guid = {
         let mut s = state.lock().unwrap();
         s.attempts.push(id);
+        if s.refused.contains(&id) {
+            let body = json!({
+                "message": "Validation Failed",
+                "documentation_url": "https://docs.github.com/rest/webhooks/repo-deliveries",
+            });
+            return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response();
+        }
         match s.deliveries.iter().find(|d| d.id == id) {
             Some(d) => d.guid.clone(),
             None => return StatusCode::NOT_FOUND.into_response(),
@@ -341,6 +350,10 @@ async fn deliveries_missing_from_the_inbox_are_redelivered_once(backend: Backend
     // Failed, then a redelivery someone asked for by hand was answered 2xx elsewhere.
     listed(&state, "guid-answered", 2_500, 502, false);
     listed(&state, "guid-answered", 2_400, 200, true);
+    // Failed, and GitHub refuses to redeliver it: reported, the others still asked for.
+    listed(&state, "guid-refused", 2_200, 502, false);
+    let refused = state.lock().unwrap().deliveries.last().unwrap().id;
+    state.lock().unwrap().refused.push(refused);
     // Failed twice (the second a manual redelivery): its latest failed delivery is asked for.
     listed(&state, "guid-missing", 2_000, 503, false);
     listed(&state, "guid-missing", 1_500, 500, true);
@@ -379,7 +392,7 @@ async fn deliveries_missing_from_the_inbox_are_redelivered_once(backend: Backend
             &dry["already_present"],
             &dry["answered"]
         ),
-        (&json!(2), &json!(1), &json!(1)),
+        (&json!(3), &json!(1), &json!(1)),
         "{dry}"
     );
     assert!(attempts(&state).is_empty(), "a dry run POSTs nothing");
@@ -398,13 +411,14 @@ async fn deliveries_missing_from_the_inbox_are_redelivered_once(backend: Backend
     assert_eq!(
         (
             &run["redelivered"],
+            &run["redelivery_refused"],
             &run["already_present"],
             &run["answered"]
         ),
-        (&json!(2), &json!(1), &json!(1)),
+        (&json!(2), &json!(1), &json!(1), &json!(1)),
         "{run}"
     );
-    assert_eq!(attempts(&state), vec![latest_failed, lost]);
+    assert_eq!(attempts(&state), vec![refused, latest_failed, lost]);
     {
         let s = state.lock().unwrap();
         let waited = s.retried_at.unwrap() - s.limited_at.unwrap();
@@ -437,7 +451,7 @@ async fn deliveries_missing_from_the_inbox_are_redelivered_once(backend: Backend
     let (code, again, _) = reconcile(&files, &[]);
     assert_eq!(code, 0, "{again}");
     assert_eq!(again["redelivered"], 0, "{again}");
-    assert_eq!(attempts(&state).len(), 2);
+    assert_eq!(attempts(&state).len(), 3);
 
     p.terminate();
     store.close().await;
