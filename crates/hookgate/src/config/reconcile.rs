@@ -133,12 +133,19 @@ pub(super) fn resolve_endpoint_reconcile(
         .to_owned();
     let url = url::Url::parse(&api_base)
         .ok()
-        .filter(|u| u.host().is_some() && u.query().is_none() && u.fragment().is_none())
+        // Credentials in the URL would be sent (and printed) beside the key: refused.
+        .filter(|u| {
+            u.host().is_some()
+                && u.query().is_none()
+                && u.fragment().is_none()
+                && u.username().is_empty()
+                && u.password().is_none()
+        })
         .ok_or_else(|| {
             err(
                 at("reconcile.api_base"),
                 format!(
-                    "must be an https URL without query, e.g. {}",
+                    "must be an https URL without credentials or query, e.g. {}",
                     rule.api.default_api_base()
                 ),
             )
@@ -302,6 +309,25 @@ pub(super) fn resolve_reconcile(
         batch_size: batch,
         findings_retention: Duration::from_secs(keep * 86_400),
     })
+}
+
+/// An endpoint's `reconcile = { … }` as `config check` prints it: the key only by its source.
+pub(super) fn render_endpoint(out: &mut String, rc: &EndpointReconcile) {
+    let hook = rc
+        .hook
+        .as_deref()
+        .map(|h| format!(", hook = {h:?}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "reconcile = {{ api_base = {:?}, interval_seconds = {}{hook} }}\n\
+         # reconcile: {} API, first run looks back {} s; api_key from {} (redacted)",
+        rc.api_base,
+        rc.interval.as_secs(),
+        rc.api.as_str(),
+        rc.horizon.as_secs(),
+        rc.api_key_source
+    );
 }
 
 pub(super) fn render(c: &super::Config, out: &mut String) {

@@ -194,6 +194,9 @@ pub fn render_redacted(c: &Config) -> String {
         if let Some(s) = &e.sequence {
             super::sequence::render(&mut out, s);
         }
+        if let Some(rc) = &e.reconcile {
+            super::reconcile::render_endpoint(&mut out, rc);
+        }
         for sv in &e.secrets {
             let mut state = String::new();
             if sv.retired {

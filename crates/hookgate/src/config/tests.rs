@@ -605,7 +605,7 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
         ),
         (
             plus("[nope]\n"),
-            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`, `jobs`, `rejections`, `reconcile`",
+            "config error at `line 11`: unknown field `nope`, expected one of `server`, `admin`, `store`, `payload_encryption`, `log`, `endpoints`, `worker`, `providers`, `relay`, `destinations`, `provider_packs`, `provider_packs_dir`, `secrets`, `vault`, `retention`, `jobs`, `rejections`, `reconcile`, `tracing`",
         ),
         (
             base_with("listen = \"127.0.0.1:8080\"\n", "listen = 8080\n"),
@@ -1212,7 +1212,13 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
             plus(&stripe_endpoint(
                 "reconcile = { api_key = \"k\", api_base = \"https://api.stripe.com?x=1\" }\n",
             )),
-            "config error at `endpoints[0].reconcile.api_base`: must be an https URL without query, e.g. https://api.stripe.com",
+            "config error at `endpoints[0].reconcile.api_base`: must be an https URL without credentials or query, e.g. https://api.stripe.com",
+        ),
+        (
+            plus(&stripe_endpoint(
+                "reconcile = { api_key = \"k\", api_base = \"https://user:pw@api.stripe.com\" }\n",
+            )),
+            "config error at `endpoints[0].reconcile.api_base`: must be an https URL without credentials or query, e.g. https://api.stripe.com",
         ),
         (
             plus(&stripe_endpoint(
@@ -1974,6 +1980,8 @@ grace_seconds = 30
 lookback_hours = 24
 batch_size = 500
 findings_retention_days = 30
+
+# [tracing] not configured: no traces are exported
 "#;
     assert_eq!(render_redacted(&c), expected);
 }
@@ -2050,4 +2058,33 @@ fn literal_secrets_run_only_on_loopback_or_with_dev() {
     assert!(public.check_dev_only(true, true).is_ok());
     // A worker binds no webhook listener.
     assert!(public.check_dev_only(false, false).is_ok());
+}
+
+/// `config check` shows an endpoint's `reconcile` (where, how often, which hook, where its key
+/// comes from), never the key.
+#[test]
+fn config_check_shows_endpoint_reconcile_without_the_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("gh-token");
+    std::fs::write(&key, "ghp_render_secret_token").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let c = load(&plus(&github_endpoint(&format!(
+        "reconcile = {{ api_key = \"file:{}\", hook = \"repos/octo/hello/hooks/7\", \
+         interval_seconds = 900 }}\n",
+        key.display()
+    ))))
+    .unwrap();
+    let shown = crate::config::render::render_redacted(&c);
+    assert!(
+        shown.contains(&format!(
+            "reconcile = {{ api_base = \"https://api.github.com\", interval_seconds = 900, \
+             hook = \"repos/octo/hello/hooks/7\" }}\n\
+             # reconcile: github_deliveries API, first run looks back 259200 s; \
+             api_key from file:{} (redacted)\n",
+            key.display()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("ghp_render_secret_token"), "{shown}");
 }
