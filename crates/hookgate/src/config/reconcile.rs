@@ -16,7 +16,8 @@ use crate::secrets::{self, SecretSource, SecretString};
 
 pub const DEFAULT_PROVIDER_RECONCILE_INTERVAL_SECONDS: u64 = 600;
 
-/// An endpoint's `reconcile = { api_key, api_base, interval_seconds, hook }` as written.
+/// An endpoint's `reconcile = { api_key, api_base, interval_seconds, hook, undelivered_only }`
+/// as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawEndpointReconcile {
@@ -24,6 +25,7 @@ pub struct RawEndpointReconcile {
     pub api_base: Option<String>,
     pub interval_seconds: Option<u64>,
     pub hook: Option<String>,
+    pub undelivered_only: Option<bool>,
 }
 
 /// An endpoint's provider reconciliation, resolved.
@@ -43,6 +45,9 @@ pub struct EndpointReconcile {
     pub interval: Duration,
     /// GitHub: `repos/{owner}/{repo}/hooks/{id}` or `orgs/{org}/hooks/{id}`.
     pub hook: Option<String>,
+    /// Stripe: list only events not yet delivered to every webhook endpoint
+    /// (`delivery_success=false`). An event this endpoint never stored is among them.
+    pub undelivered_only: bool,
 }
 
 /// Whether `host` is an address on this machine or a private network (allowed for
@@ -220,6 +225,18 @@ pub(super) fn resolve_endpoint_reconcile(
         }
         (false, None) => None,
     };
+    let undelivered_only = raw.undelivered_only.unwrap_or(false);
+    if undelivered_only && rule.api != ReconcileApi::StripeEvents {
+        return Err(err(
+            at("reconcile.undelivered_only"),
+            format!(
+                "endpoint {endpoint_id:?}: only Stripe's event listing filters by delivery; \
+                 provider {}'s reconciliation ({}) has no such filter",
+                pack.id(),
+                rule.api.as_str()
+            ),
+        ));
+    }
     Ok(Some(EndpointReconcile {
         api: rule.api,
         horizon: Duration::from_secs(rule.horizon_seconds),
@@ -228,6 +245,7 @@ pub(super) fn resolve_endpoint_reconcile(
         api_key_source,
         interval: Duration::from_secs(interval),
         hook,
+        undelivered_only,
     }))
 }
 
@@ -313,14 +331,17 @@ pub(super) fn resolve_reconcile(
 
 /// An endpoint's `reconcile = { … }` as `config check` prints it: the key only by its source.
 pub(super) fn render_endpoint(out: &mut String, rc: &EndpointReconcile) {
-    let hook = rc
+    let mut extra = rc
         .hook
         .as_deref()
         .map(|h| format!(", hook = {h:?}"))
         .unwrap_or_default();
+    if rc.undelivered_only {
+        extra.push_str(", undelivered_only = true");
+    }
     let _ = writeln!(
         out,
-        "reconcile = {{ api_base = {:?}, interval_seconds = {}{hook} }}\n\
+        "reconcile = {{ api_base = {:?}, interval_seconds = {}{extra} }}\n\
          # reconcile: {} API, first run looks back {} s; api_key from {} (redacted)",
         rc.api_base,
         rc.interval.as_secs(),

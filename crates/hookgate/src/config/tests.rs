@@ -1221,6 +1221,12 @@ fn invalid_cases() -> Vec<(String, &'static str)> {
             "config error at `endpoints[0].reconcile.api_base`: must be an https URL without credentials or query, e.g. https://api.stripe.com",
         ),
         (
+            plus(&github_endpoint(
+                "reconcile = { api_key = \"k\", hook = \"orgs/octo/hooks/1\", undelivered_only = true }\n",
+            )),
+            "config error at `endpoints[0].reconcile.undelivered_only`: endpoint \"gh\": only Stripe's event listing filters by delivery; provider github's reconciliation (github_deliveries) has no such filter",
+        ),
+        (
             plus(&stripe_endpoint(
                 "reconcile = { api_key = \"k\", interval_seconds = 1 }\n",
             )),

@@ -272,6 +272,9 @@ impl ProviderRun<'_> {
                     if let Some(after) = &starting_after {
                         query.push(("starting_after", after.as_str()));
                     }
+                    if rc.undelivered_only {
+                        query.push(("delivery_success", "false"));
+                    }
                     http.get(&url)
                         .query(&query)
                         .bearer_auth(rc.api_key.expose())

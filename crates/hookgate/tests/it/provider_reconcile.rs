@@ -40,6 +40,8 @@ struct StripeState {
     throttled_at: Option<Instant>,
     /// When the call after a 429 came.
     retried_at: Option<Instant>,
+    /// Events delivered to every webhook endpoint (not listed with `delivery_success=false`).
+    delivered: Vec<String>,
 }
 
 type Shared = Arc<Mutex<StripeState>>;
@@ -90,6 +92,10 @@ async fn list_events(
         .iter()
         .rev()
         .filter(|e| e["created"].as_i64().unwrap() >= gte)
+        .filter(|e| {
+            query.get("delivery_success").map(String::as_str) != Some("false")
+                || !s.delivered.iter().any(|d| e["id"] == d.as_str())
+        })
         .collect();
     if let Some(after) = query.get("starting_after") {
         let at = newest_first
@@ -562,4 +568,52 @@ async fn a_held_sequence_gap_asks_stripe_for_the_missing_event() {
     assert!(three.processed_at_ms >= two.processed_at_ms);
     store.close().await;
     p.terminate();
+}
+
+/// `undelivered_only = true` lists with Stripe's `delivery_success=false`: only events not yet
+/// delivered to every webhook endpoint, among them every one this endpoint never stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn undelivered_only_lists_what_stripe_has_not_delivered() {
+    let now = unix_now();
+    let state: Shared = Arc::default();
+    {
+        let mut s = state.lock().unwrap();
+        s.events = vec![
+            stripe_event("evt_delivered", now - 300),
+            stripe_event("evt_undelivered", now - 200),
+        ];
+        s.delivered = vec!["evt_delivered".into()];
+    }
+    let api = stand_in(Arc::clone(&state)).await;
+    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let hook = receiver(Arc::clone(&keys)).await;
+    let key = KeyFile::new();
+    let files = gateway(Backend::Sqlite, api, hook, &key).write().await;
+    let config = std::fs::read_to_string(&files.config_path)
+        .unwrap()
+        .replace(
+            "interval_seconds = 600 }",
+            "interval_seconds = 600, undelivered_only = true }",
+        );
+    std::fs::write(&files.config_path, config).unwrap();
+    let (code, report, stderr) = reconcile(&files, &[]);
+    assert_eq!(code, 0, "{report}\n{stderr}");
+    let listed: Vec<&str> = provider(&report)["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, vec!["evt_undelivered"], "{report}");
+    assert_eq!(provider(&report)["found"], 1);
+    let queries = state.lock().unwrap().queries.clone();
+    assert!(
+        queries
+            .iter()
+            .all(|q| q.get("delivery_success").map(String::as_str) == Some("false")),
+        "{queries:?}"
+    );
+    let (code, out, err) = run_hookgate(&files.config_path, &["config", "check"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("undelivered_only = true"), "{out}");
 }
