@@ -19,9 +19,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use super::api::ApiError;
-use super::provider::{
-    MAX_PAGES, PAGE_SIZE, ProviderError, ProviderReport, ProviderRun, store_err,
-};
+use super::provider::{MAX_PAGES, PAGE_SIZE, ProviderError, ProviderReport, ProviderRun};
 use crate::config::EndpointConfig;
 use crate::config::reconcile::EndpointReconcile;
 
@@ -155,13 +153,7 @@ impl ProviderRun<'_> {
         }
         for guid in order.iter().rev() {
             let state = &guids[guid];
-            if let Some(inbox_id) = self
-                .store
-                .inbox_id_of(provider, &ep.id, guid)
-                .await
-                .map_err(store_err("look up a delivery GUID"))?
-            {
-                report.look(self.dry_run, guid, "already_present", Some(inbox_id));
+            if self.already_present(ep, guid, report).await? {
                 continue;
             }
             let Some((_, delivery_id)) = state.latest_failed.filter(|_| !state.answered) else {

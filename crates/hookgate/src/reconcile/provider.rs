@@ -177,6 +177,26 @@ fn ms(d: Duration) -> i64 {
 }
 
 impl ProviderRun<'_> {
+    /// Whether the endpoint's inbox has the event (the webhook's unique key: provider,
+    /// endpoint, event id); if so it is looked at as `already_present`.
+    pub(super) async fn already_present(
+        &self,
+        ep: &EndpointConfig,
+        event_id: &str,
+        report: &mut ProviderReport,
+    ) -> Result<bool, ProviderError> {
+        let Some(inbox_id) = self
+            .store
+            .inbox_id_of(ep.provider_id(), &ep.id, event_id)
+            .await
+            .map_err(store_err("look up an event id"))?
+        else {
+            return Ok(false);
+        };
+        report.look(self.dry_run, event_id, "already_present", Some(inbox_id));
+        Ok(true)
+    }
+
     /// Reconciles `ep` with its provider. `Ok(None)` for an endpoint without `reconcile`.
     pub async fn endpoint(
         &self,
@@ -334,13 +354,7 @@ impl ProviderRun<'_> {
         report: &mut ProviderReport,
     ) -> Result<(), ProviderError> {
         let provider = ep.provider_id();
-        if let Some(inbox_id) = self
-            .store
-            .inbox_id_of(provider, &ep.id, id)
-            .await
-            .map_err(store_err("look up an event id"))?
-        {
-            report.look(self.dry_run, id, "already_present", Some(inbox_id));
+        if self.already_present(ep, id, report).await? {
             return Ok(());
         }
         if self.dry_run {
