@@ -184,13 +184,59 @@ impl KeyFile {
     }
 }
 
-fn gateway(backend: Backend, api: SocketAddr, hook: SocketAddr, key: &KeyFile) -> GatewayBuilder {
-    TestGateway::builder()
+/// How a test's endpoint differs from the default one.
+#[derive(Default)]
+struct Options<'a> {
+    /// `[reconcile] enabled`: the stage runs provider reconciliation on its schedule.
+    stage: bool,
+    /// More lines of the endpoint.
+    endpoint: &'a str,
+    /// More keys inside the endpoint's `reconcile = { … }`, each with a leading `, `.
+    reconcile: &'a str,
+}
+
+/// What a test runs against: the Stripe stand-in's state, the deliveries the destination
+/// counted per `Idempotency-Key`, the key file and the gateway's files (not started).
+struct Setup {
+    state: Shared,
+    keys: Arc<Mutex<BTreeMap<String, u32>>>,
+    key: KeyFile,
+    files: GatewayFiles,
+}
+
+async fn setup(backend: Backend, options: Options<'_>) -> Setup {
+    let state: Shared = Arc::default();
+    let api = stand_in(Arc::clone(&state)).await;
+    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
+    let hook = receiver(Arc::clone(&keys)).await;
+    let key = KeyFile::new();
+    let files = gateway(backend, api, hook, &key, &options).write().await;
+    Setup {
+        state,
+        keys,
+        key,
+        files,
+    }
+}
+
+fn gateway(
+    backend: Backend,
+    api: SocketAddr,
+    hook: SocketAddr,
+    key: &KeyFile,
+    options: &Options<'_>,
+) -> GatewayBuilder {
+    let builder = TestGateway::builder()
         .backend(backend)
         .workers(1)
         .worker_settings("poll_interval_ms = 20")
-        .relay_settings("poll_interval_ms = 20")
-        .section("[reconcile]\nenabled = false\n")
+        .relay_settings("poll_interval_ms = 20");
+    let builder = if options.stage {
+        builder
+    } else {
+        builder.section("[reconcile]\nenabled = false\n")
+    };
+    builder
         .destinations(&format!(
             "[[destinations]]\nid = \"hook\"\nkind = \"http\"\nurl = {}\n\
              allow_private_network = true\nsigning_secrets = [{}]\ntimeout_ms = 10000\n",
@@ -203,9 +249,11 @@ fn gateway(backend: Backend, api: SocketAddr, hook: SocketAddr, key: &KeyFile) -
             &[WHSEC],
             &format!(
                 "destinations = [\"hook\"]\nreconcile = {{ api_key = {}, \
-                 api_base = {}, interval_seconds = 600 }}",
+                 api_base = {}, interval_seconds = 600{} }}\n{}",
                 q(&format!("file:{}", key.path.display())),
-                q(&format!("http://{api}"))
+                q(&format!("http://{api}")),
+                options.reconcile,
+                options.endpoint
             ),
         ))
 }
@@ -244,18 +292,18 @@ async fn rows(store: &hookgate_store::SharedStore) -> Vec<hookgate_store::InboxR
 
 async fn stripe_events_missing_from_the_inbox_are_brought_in_once(backend: Backend) {
     let now = unix_now();
-    let state: Shared = Arc::default();
+    let Setup {
+        state,
+        keys,
+        key,
+        files,
+    } = setup(backend, Options::default()).await;
     state.lock().unwrap().events = vec![
         stripe_event("evt_old", now - 40 * 86_400),
         stripe_event("evt_1", now - 3_000),
         stripe_event("evt_2", now - 2_000),
         stripe_event("evt_3", now - 1_000),
     ];
-    let api = stand_in(Arc::clone(&state)).await;
-    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
-    let hook = receiver(Arc::clone(&keys)).await;
-    let key = KeyFile::new();
-    let files = gateway(backend, api, hook, &key).write().await;
     let p = files.serve(None);
 
     // evt_2 arrived as a webhook; evt_1 and evt_3 never did.
@@ -415,20 +463,23 @@ async fn stripe_events_missing_from_the_inbox_are_brought_in_once_on_postgres() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_stage_reconciles_with_stripe_on_its_schedule() {
     let now = unix_now();
-    let state: Shared = Arc::default();
+    let Setup {
+        state,
+        keys,
+        key: _key,
+        files,
+    } = setup(
+        Backend::Sqlite,
+        Options {
+            stage: true,
+            ..Options::default()
+        },
+    )
+    .await;
     state.lock().unwrap().events = vec![
         stripe_event("evt_a", now - 100),
         stripe_event("evt_b", now - 50),
     ];
-    let api = stand_in(Arc::clone(&state)).await;
-    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
-    let hook = receiver(Arc::clone(&keys)).await;
-    let key = KeyFile::new();
-    let files = gateway(Backend::Sqlite, api, hook, &key).write().await;
-    let config = std::fs::read_to_string(&files.config_path)
-        .unwrap()
-        .replace("[reconcile]\nenabled = false\n", "");
-    std::fs::write(&files.config_path, config).unwrap();
     let p = files.serve(None);
     let admin = p.admin.unwrap();
     wait_until("both delivered", WAIT, || async {
@@ -494,21 +545,20 @@ async fn wait_status(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_held_sequence_gap_asks_stripe_for_the_missing_event() {
     let now = unix_now();
-    let state: Shared = Arc::default();
-    let api = stand_in(Arc::clone(&state)).await;
-    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
-    let hook = receiver(Arc::clone(&keys)).await;
-    let key = KeyFile::new();
-    let files = gateway(Backend::Sqlite, api, hook, &key).write().await;
-    let config = std::fs::read_to_string(&files.config_path)
-        .unwrap()
-        .replace("[reconcile]\nenabled = false\n", "")
-        .replace(
-            "destinations = [\"hook\"]\n",
-            "destinations = [\"hook\"]\nsequence_pointer = \"/data/object/sequence\"\n\
-             sequence_gap_seconds = 1\n",
-        );
-    std::fs::write(&files.config_path, config).unwrap();
+    let Setup {
+        state,
+        key: _key,
+        files,
+        ..
+    } = setup(
+        Backend::Sqlite,
+        Options {
+            stage: true,
+            endpoint: "sequence_pointer = \"/data/object/sequence\"\nsequence_gap_seconds = 1",
+            ..Options::default()
+        },
+    )
+    .await;
     let p = files.serve(None);
     let store = files.open_store().await;
     wait_until(
@@ -575,7 +625,19 @@ async fn a_held_sequence_gap_asks_stripe_for_the_missing_event() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn undelivered_only_lists_what_stripe_has_not_delivered() {
     let now = unix_now();
-    let state: Shared = Arc::default();
+    let Setup {
+        state,
+        key: _key,
+        files,
+        ..
+    } = setup(
+        Backend::Sqlite,
+        Options {
+            reconcile: ", undelivered_only = true",
+            ..Options::default()
+        },
+    )
+    .await;
     {
         let mut s = state.lock().unwrap();
         s.events = vec![
@@ -584,18 +646,6 @@ async fn undelivered_only_lists_what_stripe_has_not_delivered() {
         ];
         s.delivered = vec!["evt_delivered".into()];
     }
-    let api = stand_in(Arc::clone(&state)).await;
-    let keys: Arc<Mutex<BTreeMap<String, u32>>> = Arc::default();
-    let hook = receiver(Arc::clone(&keys)).await;
-    let key = KeyFile::new();
-    let files = gateway(Backend::Sqlite, api, hook, &key).write().await;
-    let config = std::fs::read_to_string(&files.config_path)
-        .unwrap()
-        .replace(
-            "interval_seconds = 600 }",
-            "interval_seconds = 600, undelivered_only = true }",
-        );
-    std::fs::write(&files.config_path, config).unwrap();
     let (code, report, stderr) = reconcile(&files, &[]);
     assert_eq!(code, 0, "{report}\n{stderr}");
     let listed: Vec<&str> = provider(&report)["events"]
